@@ -1,0 +1,214 @@
+/* Error codes, per-thread messages, error records of failed instructions,
+ * and the one allocation gate of the library (with fault injection). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+
+/* ---------------------------------------------------------------- codes */
+
+const char *ev_strerror(int code)
+{
+    switch (code) {
+    case 0:
+        return "success";
+#define EV_STRERROR_CASE(name, val, desc)                                      \
+    case EV_##name:                                                            \
+        return desc;
+        EV_ERRNO_MAP(EV_STRERROR_CASE)
+#undef EV_STRERROR_CASE
+    default:
+        return "unknown error";
+    }
+}
+
+const char *ev_err_name(int code)
+{
+    switch (code) {
+    case 0:
+        return "EV_OK";
+#define EV_ERRNAME_CASE(name, val, desc)                                       \
+    case EV_##name:                                                            \
+        return "EV_" #name;
+        EV_ERRNO_MAP(EV_ERRNAME_CASE)
+#undef EV_ERRNAME_CASE
+    default:
+        return "EV_UNKNOWN";
+    }
+}
+
+/* ------------------------------------------------------------- messages */
+
+static _Thread_local char last_message[512];
+
+const char *ev_last_message(void)
+{
+    return last_message;
+}
+
+int ev__set_message(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void ev__assert_fail(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "eagervm: internal assertion failed: %s (%s:%d)\n", cond, file, line);
+    abort();
+}
+
+int64_t ev__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ----------------------------------------------------------- allocation */
+
+/* Remaining successful allocations before injected failures; < 0 = off. */
+static _Atomic long alloc_budget = -1;
+
+void ev__fail_alloc_after(long n)
+{
+    atomic_store_explicit(&alloc_budget, n, memory_order_relaxed);
+}
+
+static bool alloc_should_fail(void)
+{
+    long b = atomic_load_explicit(&alloc_budget, memory_order_relaxed);
+    if (b < 0) {
+        return false;
+    }
+    /* Count down without going below zero; relaxed is enough for a test hook. */
+    while (b > 0) {
+        if (atomic_compare_exchange_weak_explicit(&alloc_budget, &b, b - 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            return false;
+        }
+        if (b < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void *ev__malloc(size_t size)
+{
+    return alloc_should_fail() ? NULL : malloc(size);
+}
+
+void *ev__calloc(size_t n, size_t size)
+{
+    return alloc_should_fail() ? NULL : calloc(n, size);
+}
+
+void *ev__realloc(void *p, size_t size)
+{
+    return alloc_should_fail() ? NULL : realloc(p, size);
+}
+
+void *ev__aligned_malloc(size_t align, size_t size)
+{
+    void *p = NULL;
+    if (alloc_should_fail() || posix_memalign(&p, align, size) != 0) {
+        return NULL;
+    }
+    return p;
+}
+
+void ev__free(void *p)
+{
+    free(p);
+}
+
+void ev_free(void *p)
+{
+    ev__free(p);
+}
+
+/* --------------------------------------------------------- error records */
+
+ev_error *ev__error_new(int code, const char *message, const char *name, const ev_site *site,
+                        uint32_t uid, uint64_t seq)
+{
+    size_t len = strlen(message);
+    ev_error *err = ev__malloc(sizeof *err + len + 1);
+    if (!err) {
+        return NULL;
+    }
+    atomic_init(&err->refs, 1);
+    atomic_init(&err->reported, 0);
+    err->code = code;
+    err->name = name;
+    err->site = site;
+    err->thread_uid = uid;
+    err->seq = seq;
+    err->next_unreported = NULL;
+    memcpy(err->message, message, len + 1);
+    return err;
+}
+
+void ev_error_ref(ev_error *err)
+{
+    atomic_fetch_add_explicit(&err->refs, 1, memory_order_relaxed);
+}
+
+void ev_error_unref(ev_error *err)
+{
+    /* acq_rel: the last dropper sees every write made under other references. */
+    if (err && atomic_fetch_sub_explicit(&err->refs, 1, memory_order_acq_rel) == 1) {
+        ev__free(err);
+    }
+}
+
+void ev_error_get(const ev_error *err, ev_error_info *info)
+{
+    info->code = err->code;
+    info->message = err->message;
+    info->name = err->name;
+    info->site = err->site;
+    info->thread_uid = err->thread_uid;
+    info->seq = err->seq;
+}
+
+int ev_error_format(const ev_error *err, char *buf, size_t size)
+{
+    if (err->site && err->site->file) {
+        return snprintf(buf, size, "%s failed at %s:%d in %s: %s", err->name, err->site->file,
+                        err->site->line, err->site->function ? err->site->function : "?",
+                        err->message);
+    }
+    return snprintf(buf, size, "%s failed: %s", err->name, err->message);
+}
+
+void ev__vm_add_unreported(ev_vm *vm, ev_error *err)
+{
+    ev_error_ref(err);
+    pthread_mutex_lock(&vm->err_lock);
+    if (vm->unreported_tail) {
+        vm->unreported_tail->next_unreported = err;
+    } else {
+        vm->unreported_head = err;
+    }
+    vm->unreported_tail = err;
+    pthread_mutex_unlock(&vm->err_lock);
+}
+
+void ev__worker_remember_error(ev_worker *w, uint64_t seq, ev_error *err)
+{
+    const size_t ring = sizeof w->recent_errors / sizeof w->recent_errors[0];
+    ev_error_ref(err);
+    pthread_mutex_lock(&w->recent_lock);
+    size_t slot = w->n_recent_errors++ % ring;
+    ev_error_unref(w->recent_errors[slot].err);
+    w->recent_errors[slot].seq = seq;
+    w->recent_errors[slot].err = err;
+    pthread_mutex_unlock(&w->recent_lock);
+}

@@ -1,0 +1,233 @@
+/* Internal contracts of the engine (src/core): allocation, messages, and the
+ * structures shared by its files. Never installed. */
+#ifndef EV_CORE_INTERNAL_H
+#define EV_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pthread.h>
+
+#include "eagervm/vm.h"
+
+/* ------------------------------------------------------------- assertions */
+
+/* Cheap internal invariants, always on. Never used on user input. */
+#define EV_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            ev__assert_fail(#cond, __FILE__, __LINE__);                        \
+        }                                                                      \
+    } while (0)
+
+void ev__assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
+
+#define EV_CACHELINE 64
+#define EV_UNUSED(x) ((void)(x))
+
+/* ------------------------------------------------------ memory + messages */
+
+/* Every internal allocation goes through these, so tests can make the Nth
+ * allocation fail (ev__fail_alloc_after) and walk each error path. */
+void *ev__malloc(size_t size);
+void *ev__calloc(size_t n, size_t size);
+void *ev__realloc(void *p, size_t size);
+void ev__free(void *p);
+/* Aligned allocation, released with ev__free. */
+void *ev__aligned_malloc(size_t align, size_t size);
+
+/* Test hook: the allocation after `n` more successful ones fails (and every
+ * one after that, until reset with n < 0). Exported for tests only. */
+EV_API void ev__fail_alloc_after(long n);
+
+/* Records the calling thread's message for ev_last_message(); returns code. */
+int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic clock in nanoseconds. */
+int64_t ev__now_ns(void);
+
+/* -------------------------------------------------------------- parking */
+
+/* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
+void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
+void ev__wake_all(_Atomic uint32_t *word);
+void ev__wake_one(_Atomic uint32_t *word);
+
+static inline void ev__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---------------------------------------------------------------- errors */
+
+struct ev_error {
+    _Atomic int refs;
+    _Atomic int reported;   /* set once a wait has handed it to its caller */
+    int code;
+    const char *name;       /* borrowed (static) */
+    const ev_site *site;    /* borrowed (see ev_site) */
+    uint32_t thread_uid;
+    uint64_t seq;
+    struct ev_error *next_unreported; /* runtime's list; guarded by vm->err_lock */
+    char message[];         /* owned, inline */
+};
+
+ev_error *ev__error_new(int code, const char *message, const char *name, const ev_site *site,
+                        uint32_t uid, uint64_t seq);
+
+/* ------------------------------------------------------------- structures */
+
+/* (worker, seq) pairs an instruction must see finished before it runs. */
+typedef struct ev_dep {
+    uint32_t uid;
+    uint64_t seq;
+} ev_dep;
+
+#define EV_INLINE_DEPS 4
+
+typedef struct ev_instr ev_instr;
+struct ev_instr {
+    _Atomic(ev_instr *) next;   /* worker queue link (MPSC, intrusive) */
+    ev_instr *free_next;        /* free-list link */
+    ev_kernel_fn kernel;
+    void (*arg_drop)(void *arg);
+    void *arg;                  /* points at inline_arg or an owned heap copy */
+    const char *name;
+    const ev_site *site;
+    ev_stream stream;
+    uint64_t seq;               /* position on its worker's queue */
+    uint32_t n_operands;
+    uint32_t n_deps;
+    uint32_t flags;
+    ev_operand *operands;       /* inline_operands or owned heap array */
+    ev_dep *deps;               /* inline_deps or owned heap array */
+    int64_t issue_ns;           /* only when profiling */
+    ev_operand inline_operands[EV_INLINE_OPERANDS];
+    ev_dep inline_deps[EV_INLINE_DEPS];
+    _Alignas(16) unsigned char inline_arg[EV_INLINE_ARG_SIZE];
+};
+
+enum {
+    EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */
+    EV_INSTR_PROFILE = 1u << 1,
+    EV_INSTR_RELEASE = 1u << 2,    /* frees operands[0].obj after running */
+    EV_INSTR_BARRIER = 1u << 3,
+};
+
+/* Readers of one object since its last write, by worker: the highest seq is
+ * enough because a worker finishes its queue in order. */
+#define EV_INLINE_READERS 4
+
+struct ev_obj {
+    /* All fields but `poison` are guarded by vm->submit_lock. */
+    ev_dep last_writer;            /* seq 0 = none */
+    uint32_t n_readers;
+    ev_dep readers[EV_INLINE_READERS];
+    ev_dep *more_readers;          /* owned; worker-indexed, lazily allocated */
+    uint32_t more_cap;
+    _Atomic(ev_error *) poison;    /* owned reference; first error wins */
+    ev_free_fn free_fn;            /* set at release */
+    void *free_data;
+};
+
+typedef struct ev_prof_chunk ev_prof_chunk;
+
+typedef struct ev_worker {
+    /* Consumer side: touched by the worker thread. */
+    _Alignas(EV_CACHELINE) _Atomic uint64_t completed; /* highest finished seq */
+    _Atomic uint32_t done_epoch;    /* futex word for waiters */
+    _Atomic uint32_t n_waiters;
+
+    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
+    ev_instr *returned_local;        /* finished instrs, batched before publishing */
+    uint32_t returned_count;
+    /* What the worker is doing, for stall reports. */
+    _Atomic(const char *) running_name;
+    _Atomic uint64_t running_seq;
+    _Atomic uint32_t waiting_uid;
+    _Atomic uint64_t waiting_seq;   /* 0 = not waiting on a dependency */
+    ev_prof_chunk *prof;            /* owned; records of finished instructions */
+    pthread_mutex_t prof_lock;      /* guards prof against ev_vm_profile_take */
+    struct {
+        uint64_t seq;               /* the failed or skipped instruction */
+        ev_error *err;              /* owned reference */
+    } recent_errors[1024];          /* ring, indexed by failure count */
+    uint64_t n_recent_errors;
+    pthread_mutex_t recent_lock;
+
+    /* Producer side: guarded by vm->submit_lock. */
+    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;
+    _Atomic uint64_t issued;        /* highest seq pushed */
+    _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
+    _Atomic(ev_instr *) returned;   /* Treiber stack the submitter drains */
+
+    ev_instr stub;                  /* queue sentinel */
+    struct ev_vm *vm;
+    uint32_t uid;
+    bool started;
+    _Atomic bool stop;
+    pthread_t thread;
+} ev_worker;
+
+struct ev_vm {
+    pthread_mutex_t submit_lock;  /* dependency analysis and queue pushes */
+    _Atomic(ev_worker *) *workers; /* [0..limit], owned; set lazily under submit_lock */
+    uint32_t limit;               /* uids beyond 0 */
+    uint32_t max_pending;
+    uint32_t stall_timeout_ms;
+    _Atomic bool profiling;
+
+    ev_instr *free_instrs;        /* guarded by submit_lock */
+    void **slabs;                 /* owned instruction slabs */
+    size_t n_slabs;
+
+    ev_dep barrier;               /* last barrier, seq 0 = none; submit_lock */
+
+    pthread_mutex_t pool_lock;
+    unsigned char *uid_taken;     /* [limit+1] */
+
+    pthread_mutex_t err_lock;
+    ev_error *unreported_head, *unreported_tail;
+
+    _Alignas(EV_CACHELINE) _Atomic uint64_t pending;
+    _Atomic uint32_t pending_epoch; /* futex word for back-pressure waiters */
+    _Atomic uint32_t pending_waiters;
+
+    _Alignas(EV_CACHELINE) _Atomic uint64_t n_submitted, n_failed, n_skipped;
+    _Atomic uint64_t n_cross_edges, n_stream_edges, n_backpressure;
+    _Atomic uint64_t n_completed;
+    uint32_t workers_started;     /* guarded by submit_lock */
+};
+
+/* worker.c */
+int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
+void ev__worker_stop(ev_worker *w);
+void ev__worker_push(ev_worker *w, ev_instr *ins);
+void ev__instr_finish_slow(ev_vm *vm, ev_worker *w);
+/* Frees an object's memory and drops its poison. */
+void ev__obj_free(ev_obj *obj);
+bool ev__dep_done(ev_vm *vm, ev_dep d);
+/* Waits until worker uid has finished seq. timeout_ns < 0 waits forever;
+ * returns false on timeout. Called by workers and host threads. */
+bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns);
+
+/* wait.c: waits for everything issued so far; false if deadline (absolute
+ * ns, or -1 for none) passed first. */
+bool ev__wait_all(ev_vm *vm, int64_t deadline);
+
+/* profile.c */
+void ev__profile_record(ev_worker *w, const ev_instr *ins, int64_t start, int64_t end, int failed);
+void ev__profile_free(ev_worker *w);
+
+/* errors.c */
+void ev__vm_add_unreported(ev_vm *vm, ev_error *err);
+void ev__worker_remember_error(ev_worker *w, uint64_t seq, ev_error *err);
+
+#endif

@@ -1,0 +1,109 @@
+/* Profiling: per-worker chunks of instruction records, read back in one
+ * array sorted by issue time. Costs nothing unless switched on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+enum { CHUNK_RECORDS = 4096 };
+
+struct ev_prof_chunk {
+    ev_prof_chunk *next;  /* owned; older chunks */
+    size_t n;
+    ev_prof_record records[CHUNK_RECORDS];
+};
+
+void ev_vm_profile_enable(ev_vm *vm, int on)
+{
+    if (vm) {
+        atomic_store_explicit(&vm->profiling, on != 0, memory_order_relaxed);
+    }
+}
+
+void ev__profile_record(ev_worker *w, const ev_instr *ins, int64_t start, int64_t end, int failed)
+{
+    pthread_mutex_lock(&w->prof_lock);
+    ev_prof_chunk *c = w->prof;
+    if (!c || c->n == CHUNK_RECORDS) {
+        c = ev__malloc(sizeof *c);
+        if (!c) {
+            pthread_mutex_unlock(&w->prof_lock);
+            return; /* a lost record is better than a failed instruction */
+        }
+        c->next = w->prof;
+        c->n = 0;
+        w->prof = c;
+    }
+    c->records[c->n++] = (ev_prof_record){
+        .name = ins->name,
+        .site = ins->site,
+        .stream = ins->stream,
+        .seq = ins->seq,
+        .issue_ns = ins->issue_ns,
+        .start_ns = start,
+        .end_ns = end,
+        .failed = failed,
+    };
+    pthread_mutex_unlock(&w->prof_lock);
+}
+
+void ev__profile_free(ev_worker *w)
+{
+    while (w->prof) {
+        ev_prof_chunk *next = w->prof->next;
+        ev__free(w->prof);
+        w->prof = next;
+    }
+}
+
+static int by_issue(const void *a, const void *b)
+{
+    const ev_prof_record *x = a, *y = b;
+    return (x->issue_ns > y->issue_ns) - (x->issue_ns < y->issue_ns);
+}
+
+int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_out)
+{
+    if (!vm || !records_out || !count_out) {
+        return ev__set_message(EV_EINVAL, "ev_vm_profile_take: NULL argument");
+    }
+    *records_out = NULL;
+    *count_out = 0;
+    /* Waits without taking any error: a profile is not a sync point. */
+    ev__wait_all(vm, -1);
+    size_t total = 0;
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (w) {
+            pthread_mutex_lock(&w->prof_lock);
+            for (ev_prof_chunk *c = w->prof; c; c = c->next) {
+                total += c->n;
+            }
+            pthread_mutex_unlock(&w->prof_lock);
+        }
+    }
+    ev_prof_record *out = ev__malloc((total ? total : 1) * sizeof *out);
+    if (!out) {
+        return ev__set_message(EV_ENOMEM, "ev_vm_profile_take: out of memory for %zu records",
+                               total);
+    }
+    size_t n = 0;
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (!w) {
+            continue;
+        }
+        pthread_mutex_lock(&w->prof_lock);
+        for (ev_prof_chunk *c = w->prof; c && n < total; c = c->next) {
+            size_t k = c->n < total - n ? c->n : total - n;
+            memcpy(out + n, c->records, k * sizeof *out);
+            n += k;
+        }
+        ev__profile_free(w);
+        pthread_mutex_unlock(&w->prof_lock);
+    }
+    qsort(out, n, sizeof *out, by_issue);
+    *records_out = out;
+    *count_out = n;
+    return 0;
+}

@@ -1,0 +1,581 @@
+/* Submission: dependency analysis on the issuing thread, instruction
+ * allocation from slabs, barriers and object release. All of it runs under
+ * vm->submit_lock; workers never take that lock. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
+
+/* -------------------------------------------------------- instructions */
+
+static int grow_slabs(ev_vm *vm)
+{
+    void **slabs = ev__realloc(vm->slabs, (vm->n_slabs + 1) * sizeof *slabs);
+    if (!slabs) {
+        return EV_ENOMEM;
+    }
+    vm->slabs = slabs;
+    ev_instr *block = ev__aligned_malloc(EV_CACHELINE, SLAB_INSTRS * sizeof(ev_instr));
+    if (!block) {
+        return EV_ENOMEM;
+    }
+    vm->slabs[vm->n_slabs++] = block;
+    for (int i = 0; i < SLAB_INSTRS; i++) {
+        block[i].free_next = vm->free_instrs;
+        vm->free_instrs = &block[i];
+    }
+    return 0;
+}
+
+static ev_instr *instr_alloc(ev_vm *vm)
+{
+    if (!vm->free_instrs) {
+        /* Take back what the workers finished before growing. */
+        for (uint32_t u = 0; u <= vm->limit; u++) {
+            ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
+            if (!w) {
+                continue;
+            }
+            /* acquire: pairs with the worker's release when it pushed. */
+            ev_instr *list = atomic_exchange_explicit(&w->returned, NULL, memory_order_acquire);
+            while (list) {
+                ev_instr *next = list->free_next;
+                list->free_next = vm->free_instrs;
+                vm->free_instrs = list;
+                list = next;
+            }
+        }
+        if (!vm->free_instrs && grow_slabs(vm) != 0) {
+            return NULL;
+        }
+    }
+    ev_instr *ins = vm->free_instrs;
+    vm->free_instrs = ins->free_next;
+    return ins;
+}
+
+static void instr_unalloc(ev_vm *vm, ev_instr *ins)
+{
+    ins->free_next = vm->free_instrs;
+    vm->free_instrs = ins;
+}
+
+/* --------------------------------------------------------- dependencies */
+
+/* Adds "wait for d" unless the worker's own queue order already covers it
+ * (the same stream, or another stream of the same worker on the cpu). */
+static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *cap)
+{
+    if (d.seq == 0) {
+        return 0;
+    }
+    if (d.uid == uid) {
+        atomic_fetch_add_explicit(&vm->n_stream_edges, 1, memory_order_relaxed);
+        return 0;
+    }
+    for (uint32_t i = 0; i < ins->n_deps; i++) {
+        if (ins->deps[i].uid == d.uid) {
+            if (ins->deps[i].seq < d.seq) {
+                ins->deps[i].seq = d.seq;
+            }
+            return 0;
+        }
+    }
+    if (ins->n_deps == *cap) {
+        uint32_t ncap = *cap * 2;
+        ev_dep *nd = ev__malloc(ncap * sizeof *nd);
+        if (!nd) {
+            return EV_ENOMEM;
+        }
+        memcpy(nd, ins->deps, ins->n_deps * sizeof *nd);
+        if (ins->deps != ins->inline_deps) {
+            ev__free(ins->deps);
+        }
+        ins->deps = nd;
+        *cap = ncap;
+    }
+    atomic_fetch_add_explicit(&vm->n_cross_edges, 1, memory_order_relaxed);
+    ins->deps[ins->n_deps++] = d;
+    return 0;
+}
+
+static int add_reader(ev_vm *vm, ev_obj *obj, ev_dep d)
+{
+    for (uint32_t i = 0; i < obj->n_readers; i++) {
+        if (obj->readers[i].uid == d.uid) {
+            obj->readers[i].seq = d.seq;
+            return 0;
+        }
+    }
+    if (obj->n_readers < EV_INLINE_READERS) {
+        obj->readers[obj->n_readers++] = d;
+        return 0;
+    }
+    /* Many reading workers: a table indexed by uid (seq 0 = none). */
+    if (!obj->more_readers) {
+        obj->more_readers = ev__calloc(vm->limit + 1, sizeof(ev_dep));
+        if (!obj->more_readers) {
+            return EV_ENOMEM;
+        }
+        obj->more_cap = vm->limit + 1;
+    }
+    obj->more_readers[d.uid] = d;
+    return 0;
+}
+
+static void clear_readers(ev_obj *obj)
+{
+    obj->n_readers = 0;
+    if (obj->more_readers) {
+        memset(obj->more_readers, 0, obj->more_cap * sizeof(ev_dep));
+    }
+}
+
+/* Deps of an access: a read follows the last writer; a write also follows
+ * every read since then. */
+static int deps_of_access(ev_vm *vm, ev_instr *ins, uint32_t uid, const ev_obj *obj, int access,
+                          uint32_t *cap)
+{
+    int rc = add_dep(vm, ins, uid, obj->last_writer, cap);
+    if (rc == 0 && (access & EV_WRITE)) {
+        for (uint32_t i = 0; i < obj->n_readers && rc == 0; i++) {
+            rc = add_dep(vm, ins, uid, obj->readers[i], cap);
+        }
+        for (uint32_t i = 0; obj->more_readers && i < obj->more_cap && rc == 0; i++) {
+            rc = add_dep(vm, ins, uid, obj->more_readers[i], cap);
+        }
+    }
+    return rc;
+}
+
+/* ----------------------------------------------------------- validation */
+
+static int check_stream(const ev_vm *vm, ev_stream s)
+{
+    if (s.device_type != EV_DEVICE_CPU || s.device_index != 0) {
+        return ev__set_message(EV_EINVAL,
+                               "stream device %s:%u is not available (only cpu:0 is built in)",
+                               s.device_type == EV_DEVICE_CUDA ? "cuda" : "?",
+                               (unsigned)s.device_index);
+    }
+    if (s.type >= EV_STREAM_TYPE_COUNT) {
+        return ev__set_message(EV_EINVAL, "stream type %u is unknown (expected 0..%d)",
+                               (unsigned)s.type, EV_STREAM_TYPE_COUNT - 1);
+    }
+    if (s.thread_uid > vm->limit) {
+        return ev__set_message(EV_EINVAL,
+                               "thread uid %u is out of range (expected 0..%u; "
+                               "EAGERVM_WORKER_THREAD_LIMIT is %u)",
+                               s.thread_uid, vm->limit, vm->limit);
+    }
+    return 0;
+}
+
+static int check_desc(const ev_vm *vm, const ev_instr_desc *d)
+{
+    if (!d || !d->kernel) {
+        return ev__set_message(EV_EINVAL, "ev_submit: the instruction has no kernel");
+    }
+    if (d->arg_size && !d->arg) {
+        return ev__set_message(EV_EINVAL, "ev_submit: arg is NULL but arg_size is %zu",
+                               d->arg_size);
+    }
+    if (d->n_operands && !d->operands) {
+        return ev__set_message(EV_EINVAL, "ev_submit: operands is NULL but n_operands is %zu",
+                               d->n_operands);
+    }
+    if (d->n_operands > 0xffff) {
+        return ev__set_message(EV_EINVAL, "ev_submit: %zu operands (at most 65535)",
+                               d->n_operands);
+    }
+    for (size_t i = 0; i < d->n_operands; i++) {
+        int a = d->operands[i].access;
+        if (!d->operands[i].obj) {
+            return ev__set_message(EV_EINVAL, "ev_submit: operand %zu has no object", i);
+        }
+        if (a != EV_READ && a != EV_WRITE && a != EV_READ_WRITE) {
+            return ev__set_message(EV_EINVAL,
+                                   "ev_submit: operand %zu has access %d (expected EV_READ, "
+                                   "EV_WRITE or EV_READ_WRITE)",
+                                   i, a);
+        }
+    }
+    return check_stream(vm, d->stream);
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static ev_worker *worker_for(ev_vm *vm, uint32_t uid, int *rc)
+{
+    ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_relaxed);
+    if (!w) {
+        *rc = ev__worker_start(vm, uid, &w);
+        if (*rc != 0) {
+            return NULL;
+        }
+        /* release: a worker that reads this slot sees the initialised worker. */
+        atomic_store_explicit(&vm->workers[uid], w, memory_order_release);
+        vm->workers_started++;
+    }
+    return w;
+}
+
+static uint64_t pending_now(ev_vm *vm)
+{
+    uint64_t n = 0;
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (w) {
+            n += atomic_load_explicit(&w->issued, memory_order_relaxed) -
+                 atomic_load_explicit(&w->completed, memory_order_relaxed);
+        }
+    }
+    return n;
+}
+
+/* Waits, without the lock, until the queued work drains to half the limit. */
+static void wait_for_room(ev_vm *vm)
+{
+    atomic_fetch_add_explicit(&vm->n_backpressure, 1, memory_order_relaxed);
+    for (;;) {
+        uint32_t epoch = atomic_load_explicit(&vm->pending_epoch, memory_order_acquire);
+        /* seq_cst pairs with publish_done's fence (see ev__wait_dep). */
+        atomic_fetch_add_explicit(&vm->pending_waiters, 1, memory_order_seq_cst);
+        bool room = pending_now(vm) <= vm->max_pending / 2;
+        if (!room) {
+            ev__park(&vm->pending_epoch, epoch, 100000000);
+        }
+        atomic_fetch_sub_explicit(&vm->pending_waiters, 1, memory_order_relaxed);
+        if (room) {
+            return;
+        }
+    }
+}
+
+static void maybe_wait_for_room(ev_vm *vm)
+{
+    /* Checking costs a read of every worker's counters, so do it now and then:
+     * the limit is a memory bound, it need not be exact. */
+    static _Thread_local uint32_t since_check;
+    if (++since_check < BACKPRESSURE_CHECK_EVERY) {
+        return;
+    }
+    since_check = 0;
+    if (pending_now(vm) > vm->max_pending) {
+        wait_for_room(vm);
+    }
+}
+
+/* Fills the common part of an instruction from a descriptor. */
+static int instr_init(ev_instr *ins, const ev_instr_desc *d)
+{
+    ins->kernel = d->kernel;
+    ins->arg_drop = d->arg_drop;
+    ins->name = d->name ? d->name : "instruction";
+    ins->site = d->site;
+    ins->stream = d->stream;
+    ins->n_deps = 0;
+    ins->deps = ins->inline_deps;
+    ins->flags = 0;
+    ins->arg = ins->inline_arg;
+    if (d->arg_size > EV_INLINE_ARG_SIZE) {
+        ins->arg = ev__malloc(d->arg_size);
+        if (!ins->arg) {
+            return EV_ENOMEM;
+        }
+    }
+    if (d->arg_size) {
+        memcpy(ins->arg, d->arg, d->arg_size);
+    }
+    ins->n_operands = (uint32_t)d->n_operands;
+    ins->operands = ins->inline_operands;
+    if (d->n_operands > EV_INLINE_OPERANDS) {
+        ins->operands = ev__malloc(d->n_operands * sizeof(ev_operand));
+        if (!ins->operands) {
+            if (ins->arg != ins->inline_arg) {
+                ev__free(ins->arg);
+            }
+            return EV_ENOMEM;
+        }
+    }
+    if (d->n_operands) {
+        memcpy(ins->operands, d->operands, d->n_operands * sizeof(ev_operand));
+    }
+    return 0;
+}
+
+static void instr_fini_unsubmitted(ev_vm *vm, ev_instr *ins)
+{
+    if (ins->arg != ins->inline_arg) {
+        ev__free(ins->arg);
+    }
+    if (ins->operands != ins->inline_operands) {
+        ev__free(ins->operands);
+    }
+    if (ins->deps != ins->inline_deps) {
+        ev__free(ins->deps);
+    }
+    instr_unalloc(vm, ins);
+}
+
+/* Assigns the next seq of w, stamps profiling, and queues the instruction. */
+static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket_out)
+{
+    uint64_t seq = atomic_load_explicit(&w->issued, memory_order_relaxed) + 1;
+    ins->seq = seq;
+    if (atomic_load_explicit(&vm->profiling, memory_order_relaxed)) {
+        ins->flags |= EV_INSTR_PROFILE;
+        ins->issue_ns = ev__now_ns();
+    }
+    atomic_store_explicit(&w->issued, seq, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vm->n_submitted, 1, memory_order_relaxed);
+    ev__worker_push(w, ins);
+    if (ticket_out) {
+        ticket_out->thread_uid = w->uid;
+        ticket_out->seq = seq;
+    }
+}
+
+/* --------------------------------------------------------------- submit */
+
+int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
+{
+    if (!vm) {
+        return ev__set_message(EV_EINVAL, "ev_submit: vm is NULL");
+    }
+    int rc = check_desc(vm, d);
+    if (rc != 0) {
+        return rc;
+    }
+    maybe_wait_for_room(vm);
+
+    pthread_mutex_lock(&vm->submit_lock);
+    uint32_t uid = d->stream.thread_uid;
+    ev_worker *w = worker_for(vm, uid, &rc);
+    ev_instr *ins = w ? instr_alloc(vm) : NULL;
+    if (!ins) {
+        pthread_mutex_unlock(&vm->submit_lock);
+        return w ? ev__set_message(EV_ENOMEM, "ev_submit: out of memory for an instruction") : rc;
+    }
+    if (instr_init(ins, d) != 0) {
+        instr_unalloc(vm, ins);
+        pthread_mutex_unlock(&vm->submit_lock);
+        return ev__set_message(EV_ENOMEM, "ev_submit: out of memory copying %s", ins->name);
+    }
+
+    uint32_t cap = EV_INLINE_DEPS;
+    rc = add_dep(vm, ins, uid, vm->barrier, &cap);
+    for (uint32_t i = 0; i < ins->n_operands && rc == 0; i++) {
+        rc = deps_of_access(vm, ins, uid, ins->operands[i].obj, ins->operands[i].access, &cap);
+    }
+    /* Reserve reader slots before changing any object, so an allocation
+     * failure leaves every object as it was. */
+    ev_dep me = {uid, atomic_load_explicit(&w->issued, memory_order_relaxed) + 1};
+    for (uint32_t i = 0; i < ins->n_operands && rc == 0; i++) {
+        ev_obj *obj = ins->operands[i].obj;
+        if (obj->n_readers >= EV_INLINE_READERS && !obj->more_readers) {
+            rc = add_reader(vm, obj, (ev_dep){0, 0});
+        }
+    }
+    if (rc != 0) {
+        instr_fini_unsubmitted(vm, ins);
+        pthread_mutex_unlock(&vm->submit_lock);
+        return ev__set_message(rc, "ev_submit: out of memory analysing %s", ins->name);
+    }
+    /* Reads first, then writes: an object both read and written ends with
+     * this instruction as its last writer and no readers. */
+    for (uint32_t i = 0; i < ins->n_operands; i++) {
+        if (ins->operands[i].access == EV_READ) {
+            add_reader(vm, ins->operands[i].obj, me);
+        }
+    }
+    for (uint32_t i = 0; i < ins->n_operands; i++) {
+        if (ins->operands[i].access & EV_WRITE) {
+            ins->operands[i].obj->last_writer = me;
+            clear_readers(ins->operands[i].obj);
+        }
+    }
+    instr_push(vm, w, ins, ticket_out);
+    pthread_mutex_unlock(&vm->submit_lock);
+    return 0;
+}
+
+static int noop_kernel(void *arg, ev_kctx *kc)
+{
+    EV_UNUSED(arg);
+    EV_UNUSED(kc);
+    return 0;
+}
+
+int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const void *arg,
+                      size_t arg_size, const char *name, ev_ticket *ticket_out)
+{
+    if (!vm) {
+        return ev__set_message(EV_EINVAL, "ev_submit_barrier: vm is NULL");
+    }
+    ev_instr_desc d = {
+        .kernel = kernel ? kernel : noop_kernel,
+        .arg = arg,
+        .arg_size = arg_size,
+        .stream = stream,
+        .name = name ? name : "barrier",
+    };
+    int rc = check_desc(vm, &d);
+    if (rc != 0) {
+        return rc;
+    }
+    maybe_wait_for_room(vm);
+    pthread_mutex_lock(&vm->submit_lock);
+    ev_worker *w = worker_for(vm, stream.thread_uid, &rc);
+    ev_instr *ins = w ? instr_alloc(vm) : NULL;
+    if (!ins || instr_init(ins, &d) != 0) {
+        if (ins) {
+            instr_unalloc(vm, ins);
+        }
+        pthread_mutex_unlock(&vm->submit_lock);
+        return w ? ev__set_message(EV_ENOMEM, "ev_submit_barrier: out of memory") : rc;
+    }
+    /* After everything issued so far on every worker: each worker finishes
+     * in order, so its last issued seq stands for all of its work. */
+    uint32_t cap = EV_INLINE_DEPS;
+    rc = add_dep(vm, ins, stream.thread_uid, vm->barrier, &cap);
+    for (uint32_t u = 0; u <= vm->limit && rc == 0; u++) {
+        ev_worker *o = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
+        if (o) {
+            rc = add_dep(vm, ins, stream.thread_uid,
+                         (ev_dep){u, atomic_load_explicit(&o->issued, memory_order_relaxed)},
+                         &cap);
+        }
+    }
+    if (rc != 0) {
+        instr_fini_unsubmitted(vm, ins);
+        pthread_mutex_unlock(&vm->submit_lock);
+        return ev__set_message(rc, "ev_submit_barrier: out of memory");
+    }
+    ins->flags |= EV_INSTR_BARRIER | EV_INSTR_ALWAYS_RUN;
+    instr_push(vm, w, ins, ticket_out);
+    vm->barrier = (ev_dep){stream.thread_uid, ins->seq};
+    pthread_mutex_unlock(&vm->submit_lock);
+    return 0;
+}
+
+/* -------------------------------------------------------------- objects */
+
+int ev_obj_create(ev_vm *vm, ev_obj **out)
+{
+    if (!vm || !out) {
+        return ev__set_message(EV_EINVAL, "ev_obj_create: vm and out must not be NULL");
+    }
+    ev_obj *obj = ev__calloc(1, sizeof *obj);
+    if (!obj) {
+        return ev__set_message(EV_ENOMEM, "ev_obj_create: out of memory");
+    }
+    atomic_init(&obj->poison, NULL);
+    *out = obj;
+    return 0;
+}
+
+typedef struct release_arg {
+    ev_free_fn fn;
+    void *data;
+} release_arg;
+
+static int release_kernel(void *arg, ev_kctx *kc)
+{
+    EV_UNUSED(kc);
+    release_arg *ra = arg;
+    if (ra->fn) {
+        ra->fn(ra->data);
+    }
+    return 0;
+}
+
+/* Frees an object whose accessors have all finished. */
+static void free_released(ev_obj *obj, ev_free_fn free_fn, void *data)
+{
+    if (free_fn) {
+        free_fn(data);
+    }
+    ev__obj_free(obj);
+}
+
+/* Calls fn on every access recorded on obj (writer, then readers). */
+#define FOR_EACH_ACCESS(obj, d, body)                                          \
+    do {                                                                       \
+        if ((obj)->last_writer.seq) {                                          \
+            ev_dep d = (obj)->last_writer;                                     \
+            body;                                                              \
+        }                                                                      \
+        for (uint32_t i_ = 0; i_ < (obj)->n_readers; i_++) {                   \
+            ev_dep d = (obj)->readers[i_];                                     \
+            body;                                                              \
+        }                                                                      \
+        for (uint32_t i_ = 0; (obj)->more_readers && i_ < (obj)->more_cap; i_++) { \
+            ev_dep d = (obj)->more_readers[i_];                                \
+            if (d.seq) {                                                       \
+                body;                                                          \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
+{
+    if (!obj) {
+        return 0;
+    }
+    if (!vm) {
+        return ev__set_message(EV_EINVAL, "ev_obj_release: vm is NULL");
+    }
+    pthread_mutex_lock(&vm->submit_lock);
+    bool all_done = true;
+    uint32_t uid = 0;
+    FOR_EACH_ACCESS(obj, d, {
+        if (all_done && !ev__dep_done(vm, d)) {
+            all_done = false;
+            uid = d.uid;
+        }
+    });
+    if (all_done) {
+        pthread_mutex_unlock(&vm->submit_lock);
+        free_released(obj, free_fn, data);
+        return 0;
+    }
+    /* The release runs on the worker of an unfinished accessor and waits for
+     * every other one, so the callback never overlaps an instruction. */
+    release_arg ra = {free_fn, data};
+    ev_operand op = {obj, EV_WRITE};
+    ev_instr_desc d = {
+        .kernel = release_kernel,
+        .arg = &ra,
+        .arg_size = sizeof ra,
+        .stream = ev_cpu_stream(uid),
+        .operands = &op,
+        .n_operands = 1,
+        .name = "release",
+    };
+    ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_relaxed);
+    ev_instr *ins = instr_alloc(vm);
+    uint32_t cap = EV_INLINE_DEPS;
+    int rc = ins ? instr_init(ins, &d) : EV_ENOMEM;
+    if (rc == 0) {
+        rc = deps_of_access(vm, ins, uid, obj, EV_WRITE, &cap);
+        if (rc != 0) {
+            instr_fini_unsubmitted(vm, ins);
+        }
+    } else if (ins) {
+        instr_unalloc(vm, ins);
+    }
+    if (rc != 0) {
+        /* Out of memory: nothing else can free it safely, so wait here. */
+        pthread_mutex_unlock(&vm->submit_lock);
+        FOR_EACH_ACCESS(obj, dep, ev__wait_dep(vm, dep, -1));
+        free_released(obj, free_fn, data);
+        return 0;
+    }
+    ins->flags |= EV_INSTR_RELEASE | EV_INSTR_ALWAYS_RUN;
+    instr_push(vm, w, ins, NULL);
+    pthread_mutex_unlock(&vm->submit_lock);
+    return 0;
+}

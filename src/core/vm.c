@@ -1,0 +1,210 @@
+/* Runtime lifecycle, configuration from the environment, the thread uid
+ * pool, and statistics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+enum {
+    DEFAULT_THREAD_LIMIT = 16,
+    DEFAULT_MAX_PENDING = 32768,
+    MAX_THREAD_LIMIT = 4096,
+};
+
+/* Reads a positive integer from the environment; 0 when unset. */
+static int env_uint(const char *name, uint32_t max, uint32_t *out)
+{
+    const char *s = getenv(name);
+    *out = 0;
+    if (!s || !*s) {
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > max || s[0] == '-') {
+        return ev__set_message(EV_EINVAL, "%s=%s is not a whole number in 0..%u", name, s, max);
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int configure(ev_vm *vm, const ev_vm_config *cfg)
+{
+    uint32_t limit, pending, stall;
+    int rc = env_uint("EAGERVM_WORKER_THREAD_LIMIT", MAX_THREAD_LIMIT, &limit);
+    if (rc == 0) {
+        rc = env_uint("EAGERVM_MAX_PENDING", 1u << 30, &pending);
+    }
+    if (rc == 0) {
+        rc = env_uint("EAGERVM_STALL_TIMEOUT_MS", 1u << 30, &stall);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (cfg && cfg->worker_thread_limit) {
+        limit = cfg->worker_thread_limit;
+    }
+    if (cfg && cfg->max_pending) {
+        pending = cfg->max_pending;
+    }
+    if (cfg && cfg->stall_timeout_ms) {
+        stall = cfg->stall_timeout_ms;
+    }
+    if (limit > MAX_THREAD_LIMIT) {
+        return ev__set_message(EV_EINVAL, "worker_thread_limit %u is above %u", limit,
+                               MAX_THREAD_LIMIT);
+    }
+    vm->limit = limit ? limit : DEFAULT_THREAD_LIMIT;
+    vm->max_pending = pending ? pending : DEFAULT_MAX_PENDING;
+    vm->stall_timeout_ms = stall;
+    return 0;
+}
+
+int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
+{
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "ev_vm_create: out is NULL");
+    }
+    *out = NULL;
+    ev_vm *vm = ev__aligned_malloc(EV_CACHELINE, sizeof *vm);
+    if (!vm) {
+        return ev__set_message(EV_ENOMEM, "ev_vm_create: out of memory");
+    }
+    memset(vm, 0, sizeof *vm);
+    int rc = configure(vm, cfg);
+    if (rc != 0) {
+        goto fail_config;
+    }
+    vm->workers = ev__calloc(vm->limit + 1, sizeof *vm->workers);
+    if (!vm->workers) {
+        goto fail_workers;
+    }
+    vm->uid_taken = ev__calloc(vm->limit + 1, 1);
+    if (!vm->uid_taken) {
+        goto fail_pool;
+    }
+    vm->uid_taken[0] = 1;
+    pthread_mutex_init(&vm->submit_lock, NULL);
+    pthread_mutex_init(&vm->pool_lock, NULL);
+    pthread_mutex_init(&vm->err_lock, NULL);
+    *out = vm;
+    return 0;
+
+fail_pool:
+    ev__free((void *)vm->workers);
+fail_workers:
+    rc = ev__set_message(EV_ENOMEM, "ev_vm_create: out of memory");
+fail_config:
+    ev__free(vm);
+    return rc;
+}
+
+void ev_vm_destroy(ev_vm *vm)
+{
+    if (!vm) {
+        return;
+    }
+    ev__wait_all(vm, -1);
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (w) {
+            ev__worker_stop(w);
+        }
+    }
+    for (size_t i = 0; i < vm->n_slabs; i++) {
+        ev__free(vm->slabs[i]);
+    }
+    ev__free(vm->slabs);
+    ev_error *e = vm->unreported_head;
+    while (e) {
+        ev_error *next = e->next_unreported;
+        ev_error_unref(e);
+        e = next;
+    }
+    pthread_mutex_destroy(&vm->submit_lock);
+    pthread_mutex_destroy(&vm->pool_lock);
+    pthread_mutex_destroy(&vm->err_lock);
+    ev__free(vm->uid_taken);
+    ev__free((void *)vm->workers);
+    ev__free(vm);
+}
+
+uint32_t ev_vm_thread_limit(const ev_vm *vm)
+{
+    return vm ? vm->limit : 0;
+}
+
+/* ---------------------------------------------------------- uid pool */
+
+int ev_vm_thread_acquire(ev_vm *vm, uint32_t *uid_out)
+{
+    if (!vm || !uid_out) {
+        return ev__set_message(EV_EINVAL, "ev_vm_thread_acquire: vm and uid_out must not be NULL");
+    }
+    pthread_mutex_lock(&vm->pool_lock);
+    for (uint32_t u = 1; u <= vm->limit; u++) {
+        if (!vm->uid_taken[u]) {
+            vm->uid_taken[u] = 1;
+            pthread_mutex_unlock(&vm->pool_lock);
+            *uid_out = u;
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&vm->pool_lock);
+    return ev__set_message(EV_ELIMIT,
+                           "all %u worker threads are in use; raise EAGERVM_WORKER_THREAD_LIMIT "
+                           "(now %u) or release a Thread first",
+                           vm->limit, vm->limit);
+}
+
+int ev_vm_thread_release(ev_vm *vm, uint32_t uid)
+{
+    if (!vm) {
+        return ev__set_message(EV_EINVAL, "ev_vm_thread_release: vm is NULL");
+    }
+    pthread_mutex_lock(&vm->pool_lock);
+    if (uid == 0 || uid > vm->limit || !vm->uid_taken[uid]) {
+        pthread_mutex_unlock(&vm->pool_lock);
+        return ev__set_message(EV_EINVAL,
+                               "thread uid %u is not taken (expected a uid from "
+                               "ev_vm_thread_acquire, 1..%u)",
+                               uid, vm->limit);
+    }
+    vm->uid_taken[uid] = 0;
+    pthread_mutex_unlock(&vm->pool_lock);
+    return 0;
+}
+
+/* ------------------------------------------------------------- stats */
+
+void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&vm->submit_lock);
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (w) {
+            uint64_t done = atomic_load_explicit(&w->completed, memory_order_acquire);
+            out->completed += done;
+            out->pending += atomic_load_explicit(&w->issued, memory_order_relaxed) - done;
+        }
+    }
+    out->workers_started = vm->workers_started;
+    pthread_mutex_unlock(&vm->submit_lock);
+    out->submitted = atomic_load_explicit(&vm->n_submitted, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
+    out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);
+    out->cross_edges = atomic_load_explicit(&vm->n_cross_edges, memory_order_relaxed);
+    out->stream_edges = atomic_load_explicit(&vm->n_stream_edges, memory_order_relaxed);
+    out->backpressure_waits = atomic_load_explicit(&vm->n_backpressure, memory_order_relaxed);
+}
+
+const char *ev_stream_type_name(int type)
+{
+    static const char *const names[EV_STREAM_TYPE_COUNT] = {"compute", "h2d", "d2h", "ccl",
+                                                            "barrier"};
+    return type >= 0 && type < EV_STREAM_TYPE_COUNT ? names[type] : "unknown";
+}

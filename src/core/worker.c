@@ -1,0 +1,394 @@
+/* Workers: one OS thread per thread uid, each draining an intrusive
+ * multi-producer single-consumer queue of instructions in issue order.
+ *
+ * Lock order: vm->submit_lock, then worker->prof_lock or worker->recent_lock,
+ * then vm->err_lock. Workers never take submit_lock. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+/* Spin limits, in checks. A wake of a parked thread costs ~13 µs here, so a
+ * worker keeps polling about that long before it parks; past the first few
+ * hundred checks it yields, so that on a busy 2-core machine the spinning
+ * worker gives its core to the thread that will produce its next item. */
+enum { SPIN_PAUSE = 256, SPIN_YIELD = 64 };
+
+/* ---------------------------------------------------------------- queue */
+
+/* Vyukov's intrusive MPSC queue: `tail` is the producers' end, `head` the
+ * consumer's; a stub node keeps it non-empty. */
+static void queue_push(ev_worker *w, ev_instr *ins)
+{
+    atomic_store_explicit(&ins->next, NULL, memory_order_relaxed);
+    /* seq_cst: orders the exchange before the producer's later load of
+     * w->sleeping, against the consumer's store of sleeping and load of tail. */
+    ev_instr *prev = atomic_exchange_explicit(&w->tail, ins, memory_order_seq_cst);
+    /* release: the consumer that follows the link sees the filled-in node. */
+    atomic_store_explicit(&prev->next, ins, memory_order_release);
+}
+
+static ev_instr *queue_pop(ev_worker *w)
+{
+    ev_instr *head = atomic_load_explicit(&w->head, memory_order_relaxed);
+    ev_instr *next = atomic_load_explicit(&head->next, memory_order_acquire);
+    if (head == &w->stub) {
+        if (!next) {
+            return NULL;
+        }
+        atomic_store_explicit(&w->head, next, memory_order_relaxed);
+        head = next;
+        next = atomic_load_explicit(&head->next, memory_order_acquire);
+    }
+    if (next) {
+        atomic_store_explicit(&w->head, next, memory_order_relaxed);
+        return head;
+    }
+    if (head != atomic_load_explicit(&w->tail, memory_order_acquire)) {
+        return NULL; /* a producer is between its exchange and its link */
+    }
+    queue_push(w, &w->stub);
+    next = atomic_load_explicit(&head->next, memory_order_acquire);
+    if (next) {
+        atomic_store_explicit(&w->head, next, memory_order_relaxed);
+        return head;
+    }
+    return NULL;
+}
+
+static bool queue_maybe_nonempty(ev_worker *w)
+{
+    ev_instr *head = atomic_load_explicit(&w->head, memory_order_relaxed);
+    return atomic_load_explicit(&w->tail, memory_order_seq_cst) != head ||
+           atomic_load_explicit(&head->next, memory_order_acquire) != NULL;
+}
+
+void ev__worker_push(ev_worker *w, ev_instr *ins)
+{
+    queue_push(w, ins);
+    /* Wake only a parked worker: an exchange costs far less than a futex call. */
+    if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) &&
+        atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst)) {
+        ev__wake_one(&w->sleeping);
+    }
+}
+
+/* ------------------------------------------------------------- waiting */
+
+bool ev__dep_done(ev_vm *vm, ev_dep d)
+{
+    ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
+    /* acquire: pairs with the worker's release of `completed`, so the
+     * producer's writes are visible to whoever saw it done. */
+    return atomic_load_explicit(&w->completed, memory_order_acquire) >= d.seq;
+}
+
+bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
+{
+    ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
+    for (int i = 0; i < SPIN_PAUSE + SPIN_YIELD; i++) {
+        if (atomic_load_explicit(&w->completed, memory_order_acquire) >= d.seq) {
+            return true;
+        }
+        if (i < SPIN_PAUSE) {
+            ev__cpu_relax();
+        } else {
+            sched_yield();
+        }
+    }
+    int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
+    for (;;) {
+        uint32_t epoch = atomic_load_explicit(&w->done_epoch, memory_order_acquire);
+        /* seq_cst: either the finisher sees our waiter count and bumps the
+         * epoch, or we see its `completed` here (Dekker pairing). */
+        atomic_fetch_add_explicit(&w->n_waiters, 1, memory_order_seq_cst);
+        bool done = atomic_load_explicit(&w->completed, memory_order_seq_cst) >= d.seq;
+        int64_t left = -1;
+        if (!done && deadline >= 0) {
+            left = deadline - ev__now_ns();
+            if (left <= 0) {
+                atomic_fetch_sub_explicit(&w->n_waiters, 1, memory_order_relaxed);
+                return false;
+            }
+        }
+        if (!done) {
+            ev__park(&w->done_epoch, epoch, left);
+        }
+        atomic_fetch_sub_explicit(&w->n_waiters, 1, memory_order_relaxed);
+        if (done || atomic_load_explicit(&w->completed, memory_order_acquire) >= d.seq) {
+            return true;
+        }
+    }
+}
+
+/* ----------------------------------------------------------- execution */
+
+struct ev_kctx {
+    ev_worker *w;
+    int code;
+    char message[400];
+};
+
+int ev_kctx_fail(ev_kctx *kc, int code, const char *fmt, ...)
+{
+    if (code >= 0 || code < -EV_ERRNO_COUNT) {
+        code = EV_EKERNEL;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kc->message, sizeof kc->message, fmt, ap);
+    va_end(ap);
+    kc->code = code;
+    return code;
+}
+
+uint32_t ev_kctx_thread_uid(const ev_kctx *kc)
+{
+    return kc->w->uid;
+}
+
+static void wait_deps(ev_vm *vm, ev_worker *w, const ev_instr *ins)
+{
+    for (uint32_t i = 0; i < ins->n_deps; i++) {
+        ev_dep d = ins->deps[i];
+        if (ev__dep_done(vm, d)) {
+            continue;
+        }
+        atomic_store_explicit(&w->waiting_uid, d.uid, memory_order_relaxed);
+        atomic_store_explicit(&w->waiting_seq, d.seq, memory_order_relaxed);
+        ev__wait_dep(vm, d, -1);
+        atomic_store_explicit(&w->waiting_seq, 0, memory_order_relaxed);
+    }
+}
+
+void ev__obj_free(ev_obj *obj)
+{
+    ev_error_unref(atomic_load_explicit(&obj->poison, memory_order_acquire));
+    ev__free(obj->more_readers);
+    ev__free(obj);
+}
+
+/* Poisons every object ins writes with err (first error wins). */
+static void poison_outputs(const ev_instr *ins, ev_error *err)
+{
+    for (uint32_t i = 0; i < ins->n_operands; i++) {
+        if (!(ins->operands[i].access & EV_WRITE)) {
+            continue;
+        }
+        ev_error *expected = NULL;
+        ev_error_ref(err);
+        /* release: a reader that sees the poison sees the whole record. */
+        if (!atomic_compare_exchange_strong_explicit(&ins->operands[i].obj->poison, &expected,
+                                                     err, memory_order_release,
+                                                     memory_order_relaxed)) {
+            ev_error_unref(err);
+        }
+    }
+}
+
+static ev_error *first_poisoned_input(const ev_instr *ins)
+{
+    for (uint32_t i = 0; i < ins->n_operands; i++) {
+        if (ins->operands[i].access & EV_READ) {
+            ev_error *p = atomic_load_explicit(&ins->operands[i].obj->poison, memory_order_acquire);
+            if (p) {
+                return p;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void release_storage(ev_instr *ins)
+{
+    if (ins->arg != ins->inline_arg) {
+        ev__free(ins->arg);
+    }
+    if (ins->operands != ins->inline_operands) {
+        ev__free(ins->operands);
+    }
+    if (ins->deps != ins->inline_deps) {
+        ev__free(ins->deps);
+    }
+}
+
+static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
+{
+    atomic_store_explicit(&w->running_name, ins->name, memory_order_relaxed);
+    atomic_store_explicit(&w->running_seq, ins->seq, memory_order_relaxed);
+    wait_deps(vm, w, ins);
+
+    int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__now_ns() : 0;
+    int status = 0;
+    ev_error *poison = (ins->flags & EV_INSTR_ALWAYS_RUN) ? NULL : first_poisoned_input(ins);
+    if (poison) {
+        status = 2;
+        atomic_fetch_add_explicit(&vm->n_skipped, 1, memory_order_relaxed);
+        if (!(ins->flags & EV_INSTR_RELEASE)) {
+            poison_outputs(ins, poison);
+        }
+        ev__worker_remember_error(w, ins->seq, poison);
+    } else {
+        ev_kctx kc = {.w = w, .code = 0};
+        int rc = ins->kernel(ins->arg, &kc);
+        if (rc != 0) {
+            status = 1;
+            if (kc.code == 0) {
+                ev_kctx_fail(&kc, rc, "%s", ev_strerror(rc));
+            }
+            ev_error *err = ev__error_new(kc.code, kc.message, ins->name, ins->site, w->uid,
+                                          ins->seq);
+            atomic_fetch_add_explicit(&vm->n_failed, 1, memory_order_relaxed);
+            if (err) {
+                poison_outputs(ins, err);
+                ev__vm_add_unreported(vm, err);
+                ev__worker_remember_error(w, ins->seq, err);
+                ev_error_unref(err);
+            } else {
+                fprintf(stderr, "eagervm: out of memory recording the failure of %s: %s\n",
+                        ins->name, kc.message);
+            }
+        }
+    }
+    if (ins->arg_drop) {
+        ins->arg_drop(ins->arg);
+    }
+    if (ins->flags & EV_INSTR_RELEASE) {
+        ev__obj_free(ins->operands[0].obj);
+    }
+    if (ins->flags & EV_INSTR_PROFILE) {
+        ev__profile_record(w, ins, start, ev__now_ns(), status);
+    }
+    release_storage(ins);
+}
+
+/* Publishes `seq` as finished and wakes whoever parked on it. */
+static void publish_done(ev_vm *vm, ev_worker *w, uint64_t seq)
+{
+    /* release: consumers that read `completed` see the kernel's writes. */
+    atomic_store_explicit(&w->completed, seq, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&w->n_waiters, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&w->done_epoch, 1, memory_order_release);
+        ev__wake_all(&w->done_epoch);
+    }
+    if (atomic_load_explicit(&vm->pending_waiters, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&vm->pending_epoch, 1, memory_order_release);
+        ev__wake_all(&vm->pending_epoch);
+    }
+}
+
+/* Hands finished instructions back to the submitters' free list in batches. */
+static void flush_returned(ev_worker *w)
+{
+    if (!w->returned_local) {
+        return;
+    }
+    ev_instr *first = w->returned_local, *last = first;
+    while (last->free_next) {
+        last = last->free_next;
+    }
+    ev_instr *top = atomic_load_explicit(&w->returned, memory_order_relaxed);
+    do {
+        last->free_next = top;
+        /* release: the submitter that takes the list sees the links. */
+    } while (!atomic_compare_exchange_weak_explicit(&w->returned, &top, first,
+                                                    memory_order_release, memory_order_relaxed));
+    w->returned_local = NULL;
+    w->returned_count = 0;
+}
+
+static void *worker_main(void *p)
+{
+    ev_worker *w = p;
+    ev_vm *vm = w->vm;
+    char name[16];
+    snprintf(name, sizeof name, "ev-worker-%u", w->uid);
+    pthread_setname_np(pthread_self(), name);
+
+    for (;;) {
+        ev_instr *ins = queue_pop(w);
+        if (ins) {
+            run_instr(vm, w, ins);
+            uint64_t seq = ins->seq;
+            ins->free_next = w->returned_local;
+            w->returned_local = ins;
+            if (++w->returned_count >= 64) {
+                flush_returned(w);
+            }
+            publish_done(vm, w, seq);
+            continue;
+        }
+        flush_returned(w);
+        atomic_store_explicit(&w->running_name, NULL, memory_order_relaxed);
+        for (int i = 0; i < SPIN_PAUSE + SPIN_YIELD && !queue_maybe_nonempty(w); i++) {
+            if (i < SPIN_PAUSE) {
+                ev__cpu_relax();
+            } else {
+                sched_yield();
+            }
+        }
+        if (queue_maybe_nonempty(w)) {
+            continue;
+        }
+        if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
+            break;
+        }
+        /* seq_cst pairs with queue_push's exchange: either the producer sees
+         * sleeping == 1 and wakes us, or we see its node below. */
+        atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
+        if (queue_maybe_nonempty(w) || atomic_load_explicit(&w->stop, memory_order_acquire)) {
+            atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
+            continue;
+        }
+        ev__park(&w->sleeping, 1, -1);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
+{
+    void *mem = ev__aligned_malloc(EV_CACHELINE, sizeof(ev_worker));
+    if (!mem) {
+        return ev__set_message(EV_ENOMEM, "out of memory starting the worker of thread uid %u",
+                               uid);
+    }
+    ev_worker *w = memset(mem, 0, sizeof(ev_worker));
+    w->vm = vm;
+    w->uid = uid;
+    atomic_init(&w->head, &w->stub);
+    atomic_init(&w->tail, &w->stub);
+    atomic_init(&w->stub.next, NULL);
+    pthread_mutex_init(&w->prof_lock, NULL);
+    pthread_mutex_init(&w->recent_lock, NULL);
+    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+        pthread_mutex_destroy(&w->prof_lock);
+        pthread_mutex_destroy(&w->recent_lock);
+        ev__free(mem);
+        return ev__set_message(EV_ETHREAD, "cannot start the worker of thread uid %u: %s", uid,
+                               strerror(rc));
+    }
+    w->started = true;
+    *out = w;
+    return 0;
+}
+
+/* Stops and frees a worker whose queue has drained. */
+void ev__worker_stop(ev_worker *w)
+{
+    atomic_store_explicit(&w->stop, true, memory_order_release);
+    atomic_store_explicit(&w->sleeping, 0, memory_order_seq_cst);
+    ev__wake_one(&w->sleeping);
+    pthread_join(w->thread, NULL);
+    for (size_t i = 0; i < sizeof w->recent_errors / sizeof w->recent_errors[0]; i++) {
+        ev_error_unref(w->recent_errors[i].err);
+    }
+    ev__profile_free(w);
+    pthread_mutex_destroy(&w->prof_lock);
+    pthread_mutex_destroy(&w->recent_lock);
+    ev__free(w);
+}
