@@ -166,7 +166,9 @@ typedef struct ev_worker {
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
-    _Atomic(ev_instr *) returned;   /* Treiber stack the submitter drains */
+    /* Treiber stack the submitter drains; its own line, as the worker
+     * writes it while the submitter writes the tail. */
+    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
 
     ev_instr stub;                  /* queue sentinel */
     struct ev_vm *vm;
@@ -197,8 +199,7 @@ struct ev_vm {
     ev_error *unreported_head, *unreported_tail;
 
     _Alignas(EV_CACHELINE) _Atomic uint64_t pending;
-    _Atomic uint32_t pending_epoch; /* futex word for back-pressure waiters */
-    _Atomic uint32_t pending_waiters;
+    _Atomic uint64_t n_poisoned;  /* live poisoned objects; 0 skips input checks */
 
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_submitted, n_failed, n_skipped;
     _Atomic uint64_t n_cross_edges, n_stream_edges, n_backpressure;
@@ -207,12 +208,14 @@ struct ev_vm {
 };
 
 /* worker.c */
+/* The worker the calling thread is, or NULL for other threads. */
+extern _Thread_local ev_worker *ev__current_worker;
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
 void ev__worker_stop(ev_worker *w);
 void ev__worker_push(ev_worker *w, ev_instr *ins);
 void ev__instr_finish_slow(ev_vm *vm, ev_worker *w);
 /* Frees an object's memory and drops its poison. */
-void ev__obj_free(ev_obj *obj);
+void ev__obj_free(ev_vm *vm, ev_obj *obj);
 bool ev__dep_done(ev_vm *vm, ev_dep d);
 /* Waits until worker uid has finished seq. timeout_ns < 0 waits forever;
  * returns false on timeout. Called by workers and host threads. */

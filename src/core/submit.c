@@ -3,6 +3,7 @@
  * vm->submit_lock; workers never take that lock. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/internal.h"
 
@@ -101,28 +102,35 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
     return 0;
 }
 
-static int add_reader(ev_vm *vm, ev_obj *obj, ev_dep d)
+/* Makes sure add_reader cannot fail for obj. */
+static int reserve_readers(ev_vm *vm, ev_obj *obj)
+{
+    if (obj->n_readers < EV_INLINE_READERS || obj->more_readers) {
+        return 0;
+    }
+    obj->more_readers = ev__calloc(vm->limit + 1, sizeof(ev_dep));
+    if (!obj->more_readers) {
+        return EV_ENOMEM;
+    }
+    obj->more_cap = vm->limit + 1;
+    return 0;
+}
+
+static void add_reader(ev_obj *obj, ev_dep d)
 {
     for (uint32_t i = 0; i < obj->n_readers; i++) {
         if (obj->readers[i].uid == d.uid) {
             obj->readers[i].seq = d.seq;
-            return 0;
+            return;
         }
     }
     if (obj->n_readers < EV_INLINE_READERS) {
         obj->readers[obj->n_readers++] = d;
-        return 0;
+        return;
     }
     /* Many reading workers: a table indexed by uid (seq 0 = none). */
-    if (!obj->more_readers) {
-        obj->more_readers = ev__calloc(vm->limit + 1, sizeof(ev_dep));
-        if (!obj->more_readers) {
-            return EV_ENOMEM;
-        }
-        obj->more_cap = vm->limit + 1;
-    }
+    EV_ASSERT(obj->more_readers);
     obj->more_readers[d.uid] = d;
-    return 0;
 }
 
 static void clear_readers(ev_obj *obj)
@@ -235,22 +243,16 @@ static uint64_t pending_now(ev_vm *vm)
     return n;
 }
 
-/* Waits, without the lock, until the queued work drains to half the limit. */
+/* Waits, without the lock, until the queued work drains to half the limit.
+ * It polls rather than asking workers to wake it: a wake per finished
+ * instruction would cost more than the work, and half a full queue is far
+ * more work than one poll period. */
 static void wait_for_room(ev_vm *vm)
 {
     atomic_fetch_add_explicit(&vm->n_backpressure, 1, memory_order_relaxed);
-    for (;;) {
-        uint32_t epoch = atomic_load_explicit(&vm->pending_epoch, memory_order_acquire);
-        /* seq_cst pairs with publish_done's fence (see ev__wait_dep). */
-        atomic_fetch_add_explicit(&vm->pending_waiters, 1, memory_order_seq_cst);
-        bool room = pending_now(vm) <= vm->max_pending / 2;
-        if (!room) {
-            ev__park(&vm->pending_epoch, epoch, 100000000);
-        }
-        atomic_fetch_sub_explicit(&vm->pending_waiters, 1, memory_order_relaxed);
-        if (room) {
-            return;
-        }
+    while (pending_now(vm) > vm->max_pending / 2) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -374,9 +376,8 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
      * failure leaves every object as it was. */
     ev_dep me = {uid, atomic_load_explicit(&w->issued, memory_order_relaxed) + 1};
     for (uint32_t i = 0; i < ins->n_operands && rc == 0; i++) {
-        ev_obj *obj = ins->operands[i].obj;
-        if (obj->n_readers >= EV_INLINE_READERS && !obj->more_readers) {
-            rc = add_reader(vm, obj, (ev_dep){0, 0});
+        if (ins->operands[i].access == EV_READ) {
+            rc = reserve_readers(vm, ins->operands[i].obj);
         }
     }
     if (rc != 0) {
@@ -388,7 +389,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
      * this instruction as its last writer and no readers. */
     for (uint32_t i = 0; i < ins->n_operands; i++) {
         if (ins->operands[i].access == EV_READ) {
-            add_reader(vm, ins->operands[i].obj, me);
+            add_reader(ins->operands[i].obj, me);
         }
     }
     for (uint32_t i = 0; i < ins->n_operands; i++) {
@@ -493,12 +494,12 @@ static int release_kernel(void *arg, ev_kctx *kc)
 }
 
 /* Frees an object whose accessors have all finished. */
-static void free_released(ev_obj *obj, ev_free_fn free_fn, void *data)
+static void free_released(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
 {
     if (free_fn) {
         free_fn(data);
     }
-    ev__obj_free(obj);
+    ev__obj_free(vm, obj);
 }
 
 /* Calls fn on every access recorded on obj (writer, then readers). */
@@ -539,7 +540,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
     });
     if (all_done) {
         pthread_mutex_unlock(&vm->submit_lock);
-        free_released(obj, free_fn, data);
+        free_released(vm, obj, free_fn, data);
         return 0;
     }
     /* The release runs on the worker of an unfinished accessor and waits for
@@ -568,10 +569,17 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         instr_unalloc(vm, ins);
     }
     if (rc != 0) {
-        /* Out of memory: nothing else can free it safely, so wait here. */
+        /* Out of memory: nothing else can free it safely, so wait here. On a
+         * worker (a release from arg_drop), its own accesses are the running
+         * instruction, whose kernel is over, or earlier ones: skip them. */
         pthread_mutex_unlock(&vm->submit_lock);
-        FOR_EACH_ACCESS(obj, dep, ev__wait_dep(vm, dep, -1));
-        free_released(obj, free_fn, data);
+        ev_worker *self = ev__current_worker;
+        FOR_EACH_ACCESS(obj, dep, {
+            if (!self || self->vm != vm || dep.uid != self->uid) {
+                ev__wait_dep(vm, dep, -1);
+            }
+        });
+        free_released(vm, obj, free_fn, data);
         return 0;
     }
     ins->flags |= EV_INSTR_RELEASE | EV_INSTR_ALWAYS_RUN;

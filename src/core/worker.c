@@ -2,18 +2,49 @@
  * multi-producer single-consumer queue of instructions in issue order.
  *
  * Lock order: vm->submit_lock, then worker->prof_lock or worker->recent_lock,
- * then vm->err_lock. Workers never take submit_lock. */
+ * then vm->err_lock. A worker takes submit_lock only when an arg_drop
+ * releases an object (the last reference to a tensor dropped by a kernel's
+ * argument); no thread ever waits for a worker while holding that lock. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/internal.h"
 
-/* Spin limits, in checks. A wake of a parked thread costs ~13 µs here, so a
- * worker keeps polling about that long before it parks; past the first few
- * hundred checks it yields, so that on a busy 2-core machine the spinning
- * worker gives its core to the thread that will produce its next item. */
-enum { SPIN_PAUSE = 256, SPIN_YIELD = 64 };
+/* How long a thread polls before it parks. Waking a parked thread costs
+ * ~13 µs here, so a waiter must poll longer than that: otherwise two workers
+ * handing a chain back and forth each park before the other, woken, can
+ * answer, and every hand-off pays a wake. Past the first part of the spin a
+ * poller yields, so on a busy 2-core machine it gives its core to the
+ * thread that will produce what it waits for. */
+#define SPIN_PAUSE_NS 20000
+#define SPIN_TOTAL_NS 60000
+/* An idle worker polls for new work only briefly: the submitter that finds it
+ * parked pays one wake, but a poller would take the core the submitter needs. */
+#define SPIN_IDLE_NS 5000
+
+/* Polls ready(arg) until it holds or total_ns is up. */
+static bool spin_until(bool (*ready)(void *), void *arg, int64_t total_ns)
+{
+    int64_t start = 0;
+    for (uint32_t i = 0;; i++) {
+        if (ready(arg)) {
+            return true;
+        }
+        if ((i & 63) == 0) {
+            int64_t now = ev__now_ns();
+            if (start == 0) {
+                start = now;
+            } else if (now - start > total_ns) {
+                return false;
+            } else if (now - start > SPIN_PAUSE_NS) {
+                sched_yield();
+                continue;
+            }
+        }
+        ev__cpu_relax();
+    }
+}
 
 /* ---------------------------------------------------------------- queue */
 
@@ -84,18 +115,23 @@ bool ev__dep_done(ev_vm *vm, ev_dep d)
     return atomic_load_explicit(&w->completed, memory_order_acquire) >= d.seq;
 }
 
+struct dep_probe {
+    ev_worker *w;
+    uint64_t seq;
+};
+
+static bool dep_ready(void *p)
+{
+    struct dep_probe *probe = p;
+    return atomic_load_explicit(&probe->w->completed, memory_order_acquire) >= probe->seq;
+}
+
 bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
 {
     ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
-    for (int i = 0; i < SPIN_PAUSE + SPIN_YIELD; i++) {
-        if (atomic_load_explicit(&w->completed, memory_order_acquire) >= d.seq) {
-            return true;
-        }
-        if (i < SPIN_PAUSE) {
-            ev__cpu_relax();
-        } else {
-            sched_yield();
-        }
+    struct dep_probe probe = {w, d.seq};
+    if (spin_until(dep_ready, &probe, SPIN_TOTAL_NS)) {
+        return true;
     }
     int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
     for (;;) {
@@ -162,15 +198,19 @@ static void wait_deps(ev_vm *vm, ev_worker *w, const ev_instr *ins)
     }
 }
 
-void ev__obj_free(ev_obj *obj)
+void ev__obj_free(ev_vm *vm, ev_obj *obj)
 {
-    ev_error_unref(atomic_load_explicit(&obj->poison, memory_order_acquire));
+    ev_error *poison = atomic_load_explicit(&obj->poison, memory_order_acquire);
+    if (poison) {
+        atomic_fetch_sub_explicit(&vm->n_poisoned, 1, memory_order_relaxed);
+        ev_error_unref(poison);
+    }
     ev__free(obj->more_readers);
     ev__free(obj);
 }
 
 /* Poisons every object ins writes with err (first error wins). */
-static void poison_outputs(const ev_instr *ins, ev_error *err)
+static void poison_outputs(ev_vm *vm, const ev_instr *ins, ev_error *err)
 {
     for (uint32_t i = 0; i < ins->n_operands; i++) {
         if (!(ins->operands[i].access & EV_WRITE)) {
@@ -183,6 +223,8 @@ static void poison_outputs(const ev_instr *ins, ev_error *err)
                                                      err, memory_order_release,
                                                      memory_order_relaxed)) {
             ev_error_unref(err);
+        } else {
+            atomic_fetch_add_explicit(&vm->n_poisoned, 1, memory_order_release);
         }
     }
 }
@@ -221,12 +263,19 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
 
     int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__now_ns() : 0;
     int status = 0;
-    ev_error *poison = (ins->flags & EV_INSTR_ALWAYS_RUN) ? NULL : first_poisoned_input(ins);
+    /* Checking inputs means reading each object's line, which the submitter
+     * writes; skip it while no object of this runtime is poisoned. A poison
+     * set by a producer is visible here: we run after it finished. */
+    ev_error *poison = NULL;
+    if (!(ins->flags & EV_INSTR_ALWAYS_RUN) &&
+        atomic_load_explicit(&vm->n_poisoned, memory_order_acquire)) {
+        poison = first_poisoned_input(ins);
+    }
     if (poison) {
         status = 2;
         atomic_fetch_add_explicit(&vm->n_skipped, 1, memory_order_relaxed);
         if (!(ins->flags & EV_INSTR_RELEASE)) {
-            poison_outputs(ins, poison);
+            poison_outputs(vm, ins, poison);
         }
         ev__worker_remember_error(w, ins->seq, poison);
     } else {
@@ -241,7 +290,7 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
                                           ins->seq);
             atomic_fetch_add_explicit(&vm->n_failed, 1, memory_order_relaxed);
             if (err) {
-                poison_outputs(ins, err);
+                poison_outputs(vm, ins, err);
                 ev__vm_add_unreported(vm, err);
                 ev__worker_remember_error(w, ins->seq, err);
                 ev_error_unref(err);
@@ -255,7 +304,7 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
         ins->arg_drop(ins->arg);
     }
     if (ins->flags & EV_INSTR_RELEASE) {
-        ev__obj_free(ins->operands[0].obj);
+        ev__obj_free(vm, ins->operands[0].obj);
     }
     if (ins->flags & EV_INSTR_PROFILE) {
         ev__profile_record(w, ins, start, ev__now_ns(), status);
@@ -264,18 +313,15 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
 }
 
 /* Publishes `seq` as finished and wakes whoever parked on it. */
-static void publish_done(ev_vm *vm, ev_worker *w, uint64_t seq)
+static void publish_done(ev_worker *w, uint64_t seq)
 {
-    /* release: consumers that read `completed` see the kernel's writes. */
-    atomic_store_explicit(&w->completed, seq, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
+    /* seq_cst exchange: releases the kernel's writes to whoever reads
+     * `completed`, and orders this store before the load of n_waiters
+     * against the waiter's increment-then-load (Dekker pairing). */
+    atomic_exchange_explicit(&w->completed, seq, memory_order_seq_cst);
     if (atomic_load_explicit(&w->n_waiters, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&w->done_epoch, 1, memory_order_release);
         ev__wake_all(&w->done_epoch);
-    }
-    if (atomic_load_explicit(&vm->pending_waiters, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&vm->pending_epoch, 1, memory_order_release);
-        ev__wake_all(&vm->pending_epoch);
     }
 }
 
@@ -299,9 +345,17 @@ static void flush_returned(ev_worker *w)
     w->returned_count = 0;
 }
 
+static bool link_ready(void *last)
+{
+    return atomic_load_explicit(&((ev_instr *)last)->next, memory_order_acquire) != NULL;
+}
+
+_Thread_local ev_worker *ev__current_worker;
+
 static void *worker_main(void *p)
 {
     ev_worker *w = p;
+    ev__current_worker = w;
     ev_vm *vm = w->vm;
     char name[16];
     snprintf(name, sizeof name, "ev-worker-%u", w->uid);
@@ -317,19 +371,16 @@ static void *worker_main(void *p)
             if (++w->returned_count >= 64) {
                 flush_returned(w);
             }
-            publish_done(vm, w, seq);
+            publish_done(w, seq);
             continue;
         }
         flush_returned(w);
         atomic_store_explicit(&w->running_name, NULL, memory_order_relaxed);
-        for (int i = 0; i < SPIN_PAUSE + SPIN_YIELD && !queue_maybe_nonempty(w); i++) {
-            if (i < SPIN_PAUSE) {
-                ev__cpu_relax();
-            } else {
-                sched_yield();
-            }
-        }
-        if (queue_maybe_nonempty(w)) {
+        /* Poll the link the producer writes next, not its tail pointer,
+         * so that spinning does not pull the producer's line away. */
+        if (spin_until(link_ready, atomic_load_explicit(&w->head, memory_order_relaxed),
+                       SPIN_IDLE_NS) ||
+            queue_maybe_nonempty(w)) {
             continue;
         }
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test: the normal build (warnings are
+# errors), AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite,
+# and ThreadSanitizer over the concurrency tests (smaller stress sizes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+jobs=$(nproc)
+build() { # dir, cmake options...
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" -DEV_WERROR=ON "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null
+}
+
+echo "== normal build"
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build --output-on-failure --timeout 900
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DEV_ASAN=ON -DEV_UBSAN=ON -DEV_BUILD_BENCH=OFF \
+    -DEV_STRESS_SCALE=0.2
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure --timeout 1800
+
+echo "== ThreadSanitizer (concurrency tests)"
+build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEV_TSAN=ON -DEV_BUILD_BENCH=OFF \
+    -DEV_STRESS_SCALE=0.1
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan -L concurrency --output-on-failure --timeout 1800
