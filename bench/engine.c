@@ -127,15 +127,19 @@ static double median_of(runner fn, const char *name, long n, int repeats)
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000000;
-    long n_starpu = argc > 2 ? atol(argv[2]) : 100000;
+    /* The peers are 10-100x slower per task: fewer tasks keep the run short;
+     * figures are per task either way. */
+    long n_omp = argc > 2 ? atol(argv[2]) : 200000;
+    long n_starpu = argc > 3 ? atol(argv[3]) : 20000;
     static const char *const cases[] = {"chain_same_stream", "chain_cross_thread", "independent",
                                         "fan_out_in"};
     int have_starpu = peer_starpu_init() == 0;
-    printf("# eagervm engine benchmark: %ld instructions per case (StarPU: %ld), median of %d\n",
-           n, n_starpu, REPEATS);
+    printf("# eagervm engine benchmark: %ld instructions per case (OpenMP: %ld, StarPU: %ld), "
+           "median of %d (peers: 3)\n",
+           n, n_omp, n_starpu, REPEATS);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double ours = median_of(run_ours, cases[c], n, REPEATS);
-        double omp = median_of(peer_omp_run, cases[c], n, 3);
+        double omp = median_of(peer_omp_run, cases[c], n_omp, 3);
         double spu = have_starpu ? median_of(peer_starpu_run, cases[c], n_starpu, 3) : -1;
         printf("%s ns_per_instruction=%.1f", cases[c], ours);
         if (omp > 0) {
