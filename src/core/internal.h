@@ -92,27 +92,34 @@ typedef struct ev_dep {
 
 #define EV_INLINE_DEPS 4
 
+/* Laid out so that what the submitter writes and the worker reads for an
+ * instruction with up to three operands and no argument sits on two cache
+ * lines: each line is a transfer between cores. */
 typedef struct ev_instr ev_instr;
 struct ev_instr {
-    _Atomic(ev_instr *) next;   /* worker queue link (MPSC, intrusive) */
+    /* line 0 */
+    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) next; /* worker queue link (MPSC) */
     ev_instr *free_next;        /* free-list link */
     ev_kernel_fn kernel;
-    void (*arg_drop)(void *arg);
     void *arg;                  /* points at inline_arg or an owned heap copy */
+    void (*arg_drop)(void *arg);
     const char *name;
-    const ev_site *site;
-    ev_stream stream;
     uint64_t seq;               /* position on its worker's queue */
-    uint32_t n_operands;
-    uint32_t n_deps;
-    uint32_t flags;
     ev_operand *operands;       /* inline_operands or owned heap array */
+    /* line 1 */
     ev_dep *deps;               /* inline_deps or owned heap array */
-    int64_t issue_ns;           /* only when profiling */
+    uint16_t n_operands;
+    uint16_t n_deps;
+    uint32_t flags;
     ev_operand inline_operands[EV_INLINE_OPERANDS];
     ev_dep inline_deps[EV_INLINE_DEPS];
+    /* read only on failure or when profiling */
+    const ev_site *site;
+    ev_stream stream;
+    int64_t issue_ns;
     _Alignas(16) unsigned char inline_arg[EV_INLINE_ARG_SIZE];
 };
+
 
 enum {
     EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */

@@ -85,6 +85,9 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
         }
     }
     if (ins->n_deps == *cap) {
+        if (*cap >= 0x8000) {
+            return EV_ENOMEM; /* n_deps is 16 bits; cannot happen below 32768 workers */
+        }
         uint32_t ncap = *cap * 2;
         ev_dep *nd = ev__malloc(ncap * sizeof *nd);
         if (!nd) {
@@ -291,7 +294,7 @@ static int instr_init(ev_instr *ins, const ev_instr_desc *d)
     if (d->arg_size) {
         memcpy(ins->arg, d->arg, d->arg_size);
     }
-    ins->n_operands = (uint32_t)d->n_operands;
+    ins->n_operands = (uint16_t)d->n_operands;
     ins->operands = ins->inline_operands;
     if (d->n_operands > EV_INLINE_OPERANDS) {
         ins->operands = ev__malloc(d->n_operands * sizeof(ev_operand));
