@@ -136,7 +136,7 @@ typedef struct ev_vm_config {
      * (EAGERVM_WORKER_THREAD_LIMIT, default 16). */
     uint32_t worker_thread_limit;
     /* Queued instructions past which submitters wait
-     * (EAGERVM_MAX_PENDING, default 65536). */
+     * (EAGERVM_MAX_PENDING, default 32768). */
     uint32_t max_pending;
     /* A host wait longer than this prints a stall report to stderr
      * (EAGERVM_STALL_TIMEOUT_MS, default 0 = never). */
@@ -263,7 +263,8 @@ EV_API int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err
 
 /* Writes a text report of what every worker is doing and waiting for: the
  * running instruction, its stream, the instruction it waits on, and the queue
- * depth. Returns the length it wanted (like snprintf). */
+ * depth. Returns the length it wanted (like snprintf), or EV_EINVAL for a NULL
+ * vm (or a NULL buf with size > 0). */
 EV_API int ev_vm_stall_report(ev_vm *vm, char *buf, size_t size);
 
 /* --------------------------------------------------------------- profiling */
@@ -300,6 +301,7 @@ typedef struct ev_vm_stats {
     uint32_t workers_started;
 } ev_vm_stats;
 
+/* Fills *out (zeros for a NULL vm; does nothing for a NULL out). */
 EV_API void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out);
 
 /* Memory handed out by eagervm (records, arrays) goes back through this. */

@@ -170,6 +170,12 @@ void ev_error_unref(ev_error *err)
 
 void ev_error_get(const ev_error *err, ev_error_info *info)
 {
+    if (!err || !info) {
+        if (info) {
+            memset(info, 0, sizeof *info);
+        }
+        return;
+    }
     info->code = err->code;
     info->message = err->message;
     info->name = err->name;
@@ -180,6 +186,9 @@ void ev_error_get(const ev_error *err, ev_error_info *info)
 
 int ev_error_format(const ev_error *err, char *buf, size_t size)
 {
+    if (!err) {
+        return snprintf(buf, size, "(no error)");
+    }
     if (err->site && err->site->file) {
         return snprintf(buf, size, "%s failed at %s:%d in %s: %s", err->name, err->site->file,
                         err->site->line, err->site->function ? err->site->function : "?",

@@ -71,22 +71,9 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
     *count_out = 0;
     /* Waits without taking any error: a profile is not a sync point. */
     ev__wait_all(vm, -1);
-    size_t total = 0;
-    for (uint32_t u = 0; u <= vm->limit; u++) {
-        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
-        if (w) {
-            pthread_mutex_lock(&w->prof_lock);
-            for (ev_prof_chunk *c = w->prof; c; c = c->next) {
-                total += c->n;
-            }
-            pthread_mutex_unlock(&w->prof_lock);
-        }
-    }
-    ev_prof_record *out = ev__malloc((total ? total : 1) * sizeof *out);
-    if (!out) {
-        return ev__set_message(EV_ENOMEM, "ev_vm_profile_take: out of memory for %zu records",
-                               total);
-    }
+    /* Each worker's chunks are counted, copied and freed under its lock in
+     * one go, so records added meanwhile are neither lost nor duplicated. */
+    ev_prof_record *out = NULL;
     size_t n = 0;
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
@@ -94,10 +81,22 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
             continue;
         }
         pthread_mutex_lock(&w->prof_lock);
-        for (ev_prof_chunk *c = w->prof; c && n < total; c = c->next) {
-            size_t k = c->n < total - n ? c->n : total - n;
-            memcpy(out + n, c->records, k * sizeof *out);
-            n += k;
+        size_t mine = 0;
+        for (ev_prof_chunk *c = w->prof; c; c = c->next) {
+            mine += c->n;
+        }
+        ev_prof_record *grown = mine ? ev__realloc(out, (n + mine) * sizeof *out) : out;
+        if (mine && !grown) {
+            pthread_mutex_unlock(&w->prof_lock);
+            ev__free(out);
+            return ev__set_message(EV_ENOMEM,
+                                   "ev_vm_profile_take: out of memory for %zu records",
+                                   n + mine);
+        }
+        out = grown;
+        for (ev_prof_chunk *c = w->prof; c; c = c->next) {
+            memcpy(out + n, c->records, c->n * sizeof *out);
+            n += c->n;
         }
         ev__profile_free(w);
         pthread_mutex_unlock(&w->prof_lock);

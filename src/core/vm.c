@@ -182,7 +182,13 @@ int ev_vm_thread_release(ev_vm *vm, uint32_t uid)
 
 void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
 {
+    if (!out) {
+        return;
+    }
     memset(out, 0, sizeof *out);
+    if (!vm) {
+        return;
+    }
     pthread_mutex_lock(&vm->submit_lock);
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);

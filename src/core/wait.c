@@ -176,6 +176,9 @@ int ev_synchronize(ev_vm *vm, ev_error **err_out)
 
 int ev_vm_stall_report(ev_vm *vm, char *buf, size_t size)
 {
+    if (!vm || (!buf && size)) {
+        return ev__set_message(EV_EINVAL, "ev_vm_stall_report: vm is NULL or buf is NULL");
+    }
     size_t len = 0;
 #define APPEND(...)                                                                 \
     do {                                                                            \
