@@ -1,0 +1,290 @@
+/* eagervm ops on tensors: elementwise binary ops with NumPy broadcasting and
+ * type promotion, unary ops, clamp and cast, reductions and softmax, matmul,
+ * where/cat/stack and index-driven selection. Conventions as in tensor.h.
+ *
+ * Every op checks its arguments and infers the output on the calling thread
+ * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
+ * the op, the shapes or dtypes, and what was expected; nothing is queued),
+ * allocates the output, then issues one instruction on ex's cpu compute
+ * stream that reads the inputs and writes the output, and returns. The
+ * result is a new contiguous tensor in *out (a new reference).
+ *
+ * The in-place form (trailing underscore) writes the result into its first
+ * operand a, which must already have the broadcast shape, must not be an
+ * expanded tensor, and must have a dtype the result can be cast to within its
+ * kind order (bool < integer < float: int32 += int64 is allowed and wraps,
+ * int32 += float32 is EV_ETYPE), as NumPy's casting="same_kind" and PyTorch
+ * decide. An input that overlaps the written tensor in a different layout is
+ * copied first, so results are always as if inputs were read before writing.
+ */
+#ifndef EAGERVM_OPS_H
+#define EAGERVM_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ binary ops
+ *
+ * Result dtypes (R = ev_promote_types(a, b)):
+ *   add sub mul maximum minimum   R; sub of two bools is EV_ETYPE (as NumPy:
+ *                                 use logical_xor); bool add is or, mul is and
+ *   div                           true division: R if R is a float, else
+ *                                 float64 (as NumPy)
+ *   floor_divide remainder pow    R, with bool computed as the smallest
+ *                                 integer dtype; Python semantics: the result
+ *                                 of floor_divide rounds toward -inf and
+ *                                 remainder has the divisor's sign. Integer
+ *                                 division or remainder by 0 gives 0 and the
+ *                                 minimum // -1 wraps, as NumPy (without its
+ *                                 warning). An integer raised to a negative
+ *                                 integer power fails the instruction with
+ *                                 EV_EVALUE (DESIGN rule 6), as NumPy raises.
+ *   eq ne lt le gt ge             bool, comparing in R (NaN != NaN)
+ *   logical_and logical_or logical_xor
+ *                                 bool, each operand taken as x != 0
+ * Integer arithmetic wraps on overflow (two's complement), as NumPy.
+ * maximum and minimum propagate NaN. */
+#define EV_BINARY_OP_MAP(X)        \
+    X(ADD, add)                    \
+    X(SUB, sub)                    \
+    X(MUL, mul)                    \
+    X(DIV, div)                    \
+    X(FLOOR_DIVIDE, floor_divide)  \
+    X(REMAINDER, remainder)        \
+    X(POW, pow)                    \
+    X(MAXIMUM, maximum)            \
+    X(MINIMUM, minimum)            \
+    X(EQ, eq)                      \
+    X(NE, ne)                      \
+    X(LT, lt)                      \
+    X(LE, le)                      \
+    X(GT, gt)                      \
+    X(GE, ge)                      \
+    X(LOGICAL_AND, logical_and)    \
+    X(LOGICAL_OR, logical_or)      \
+    X(LOGICAL_XOR, logical_xor)
+
+enum ev_binary_op {
+#define EV_BINARY_ENUM(id, name) EV_OP_##id,
+    EV_BINARY_OP_MAP(EV_BINARY_ENUM)
+#undef EV_BINARY_ENUM
+    EV_BINARY_OP_COUNT
+};
+
+/* "add" for EV_OP_ADD; "invalid" for other values. */
+EV_API const char *ev_binary_op_name(int op);
+/* The dtype op gives for inputs of dtypes a and b, or EV_ETYPE if op does not
+ * support them (message says why). Pure; does not touch any tensor. */
+EV_API int ev_binary_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out);
+
+/* out = a op b (broadcast). */
+EV_API int ev_binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out);
+/* a = a op b, in place (b broadcast to a's shape). */
+EV_API int ev_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b);
+
+/* One named pair per op: ev_add(ex, a, b, &out) and ev_add_(ex, a, b). */
+#define EV_BINARY_DECL(id, name)                                                       \
+    EV_API int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out); \
+    EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b);
+EV_BINARY_OP_MAP(EV_BINARY_DECL)
+#undef EV_BINARY_DECL
+
+/* ------------------------------------------------------------- unary ops
+ *
+ * Result dtypes:
+ *   neg abs relu                  the input's; neg and relu of bool are
+ *                                 EV_ETYPE (abs of bool is the identity)
+ *   exp log sqrt rsqrt sin cos tanh sigmoid gelu
+ *                                 ev_dtype_to_float(input): floats keep their
+ *                                 dtype, bool gives float32, int32 and int64
+ *                                 give float64 (as NumPy's exp); gelu is the
+ *                                 exact erf form, as PyTorch's default
+ *   logical_not                   bool (x == 0)
+ * abs of the integer minimum is the minimum (wraps, as NumPy). */
+#define EV_UNARY_OP_MAP(X)       \
+    X(NEG, neg)                  \
+    X(ABS, abs)                  \
+    X(EXP, exp)                  \
+    X(LOG, log)                  \
+    X(SQRT, sqrt)                \
+    X(RSQRT, rsqrt)              \
+    X(SIN, sin)                  \
+    X(COS, cos)                  \
+    X(TANH, tanh)                \
+    X(SIGMOID, sigmoid)          \
+    X(RELU, relu)                \
+    X(GELU, gelu)                \
+    X(LOGICAL_NOT, logical_not)
+
+enum ev_unary_op {
+#define EV_UNARY_ENUM(id, name) EV_OP_##id,
+    EV_UNARY_OP_MAP(EV_UNARY_ENUM)
+#undef EV_UNARY_ENUM
+    EV_UNARY_OP_COUNT
+};
+
+EV_API const char *ev_unary_op_name(int op);
+EV_API int ev_unary_result_dtype(int op, ev_dtype x, ev_dtype *out);
+EV_API int ev_unary(const ev_exec *ex, int op, ev_tensor *x, ev_tensor **out);
+EV_API int ev_unary_(const ev_exec *ex, int op, ev_tensor *x);
+
+#define EV_UNARY_DECL(id, name)                                                  \
+    EV_API int ev_##name(const ev_exec *ex, ev_tensor *x, ev_tensor **out);      \
+    EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *x);
+EV_UNARY_OP_MAP(EV_UNARY_DECL)
+#undef EV_UNARY_DECL
+
+/* Limits x to [min, max]; either bound may be NULL (no limit). The result
+ * keeps x's dtype; a float bound for an integer x is EV_ETYPE (cast x first),
+ * bool x is EV_ETYPE, and both bounds NULL is EV_EINVAL. Where min > max
+ * every element becomes max (as NumPy's clip). NaN stays NaN. */
+EV_API int ev_clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const ev_scalar *max,
+                    ev_tensor **out);
+EV_API int ev_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
+                     const ev_scalar *max);
+
+/* A copy of x converted to dtype: any to bool is x != 0; float to integer
+ * truncates toward zero, and NaN or out-of-range values give the integer
+ * minimum (what NumPy gives on x86), never undefined behaviour. Always a new
+ * tensor, even when dtype is x's. */
+EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out);
+
+
+/* ------------------------------------------------------------- reductions
+ *
+ * dims selects the dimensions to reduce: dims == NULL reduces every
+ * dimension (ndims must then be 0); otherwise dims has ndims distinct entries,
+ * each may be negative, and ndims == 0 reduces nothing (as NumPy's axis=()).
+ * A 0-d tensor accepts dimension 0 or -1 (as PyTorch). With keepdim the
+ * reduced dimensions stay with size 1, otherwise they are removed.
+ *
+ * Result dtypes (as PyTorch):
+ *   sum prod       int64 for bool, int32 and int64 inputs (wrapping);
+ *                  the input's dtype for floats
+ *   mean var std   the input's dtype; EV_ETYPE for bool and integers (cast
+ *                  first, as PyTorch requires)
+ *   max min        the input's dtype; NaN propagates
+ *   argmax argmin  int64; the first occurrence wins, and NaN counts as the
+ *                  largest (argmax) or smallest (argmin) value, as NumPy
+ * Empty reductions: sum gives 0, prod 1, mean, var and std NaN; max, min,
+ * argmax and argmin over zero elements (with a non-empty result) fail at the
+ * call with EV_EVALUE, as NumPy does.
+ *
+ * Accuracy: float sums (sum, mean) are pairwise in the input's dtype, blocks
+ * of 128 with 8 running partials, as NumPy: the error grows as O(log n)
+ * rather than O(n); float32 results match a float64 reference within about
+ * 1e-6 relative for well-conditioned data. var and std accumulate in float64
+ * (two passes: mean, then the sum of squared deviations) and round once. */
+#define EV_REDUCE_OP_MAP(X) \
+    X(SUM, sum)             \
+    X(MEAN, mean)           \
+    X(PROD, prod)           \
+    X(MAX, max)             \
+    X(MIN, min)
+
+enum ev_reduce_op {
+#define EV_REDUCE_ENUM(id, name) EV_REDUCE_##id,
+    EV_REDUCE_OP_MAP(EV_REDUCE_ENUM)
+#undef EV_REDUCE_ENUM
+    EV_REDUCE_OP_COUNT
+};
+
+/* "sum" for EV_REDUCE_SUM; "invalid" for other values. */
+EV_API const char *ev_reduce_op_name(int op);
+EV_API int ev_reduce(const ev_exec *ex, int op, ev_tensor *x, int ndims, const int *dims,
+                     int keepdim, ev_tensor **out);
+
+#define EV_REDUCE_DECL(id, name)                                                      \
+    EV_API int ev_##name(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, \
+                         int keepdim, ev_tensor **out);
+EV_REDUCE_OP_MAP(EV_REDUCE_DECL)
+#undef EV_REDUCE_DECL
+
+/* Index of the largest (smallest) element along *dim, or of the flattened
+ * tensor when dim is NULL (the result is then 0-d, or all-ones-shaped with
+ * keepdim, as PyTorch). */
+EV_API int ev_argmax(const ev_exec *ex, ev_tensor *x, const int *dim, int keepdim,
+                     ev_tensor **out);
+EV_API int ev_argmin(const ev_exec *ex, ev_tensor *x, const int *dim, int keepdim,
+                     ev_tensor **out);
+
+/* Variance (and its square root) over dims: sum((x - mean)^2) / max(0, N -
+ * correction), where N is the number of reduced elements; correction 1 is
+ * the unbiased estimate (PyTorch's default), 0 the population one. */
+EV_API int ev_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
+                  int keepdim, ev_tensor **out);
+EV_API int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
+                  int keepdim, ev_tensor **out);
+
+/* exp(x - max) / sum(exp(x - max)) along dim, and its logarithm computed as
+ * (x - max) - log(sum(exp(x - max))): stable for large inputs. Float inputs
+ * only (EV_ETYPE otherwise); the result has x's shape and dtype. */
+EV_API int ev_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out);
+EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out);
+
+
+/* ------------------------------------------------------------------ matmul
+ *
+ * Matrix product with NumPy's matmul semantics: 1-D . 1-D is a 0-d dot
+ * product; a 1-D a is a row (its dimension removed from the result), a 1-D b
+ * a column (likewise); operands with more than 2 dimensions are stacks of
+ * matrices whose batch dimensions broadcast. The result dtype is
+ * ev_promote_types(a, b) (bool is EV_ETYPE); mixed dtypes are cast first.
+ * float32 and float64 run on OpenBLAS when the build found it (transposed
+ * views are passed as such, other strides are copied first), integers on a
+ * built-in kernel that wraps like NumPy. Errors: EV_EINVAL for 0-d operands,
+ * mismatched inner dimensions, or batch dimensions that do not broadcast
+ * (the message names both shapes). */
+EV_API int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out);
+
+
+/* ---------------------------------------------------- selection and joins
+ *
+ * Argument orders as in PyTorch. Index tensors are int32 or int64
+ * (EV_ETYPE otherwise). Their values are only read by the kernel: an index
+ * out of range fails the instruction with EV_EINDEX and the message
+ * "<op>: index I is out of bounds for dimension D with size S", reported at
+ * the next sync point on the output (DESIGN rule 6); the call itself has
+ * already returned 0. Negative indices are out of range, except for take
+ * (as NumPy and PyTorch). */
+
+/* x where cond else y, all three broadcast together; cond must be bool; the
+ * result dtype is ev_promote_types(x, y). */
+EV_API int ev_where(const ev_exec *ex, ev_tensor *cond, ev_tensor *x, ev_tensor *y,
+                    ev_tensor **out);
+/* Joins n >= 1 tensors along an existing dimension dim; all have the same
+ * ndim (>= 1) and sizes except along dim; the result dtype promotes all.
+ * Issues one copy per non-empty input. */
+EV_API int ev_cat(const ev_exec *ex, ev_tensor *const *tensors, int n, int dim, ev_tensor **out);
+/* Joins n >= 1 tensors of one shape along a new dimension dim (in
+ * [-ndim-1, ndim]). */
+EV_API int ev_stack(const ev_exec *ex, ev_tensor *const *tensors, int n, int dim,
+                    ev_tensor **out);
+/* The entries index[j] of x along dim (index 0-d or 1-d); the result has x's
+ * shape with dim resized to index's length. */
+EV_API int ev_index_select(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                           ev_tensor **out);
+/* out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (likewise for others);
+ * index has x's ndim and is no larger than x outside dim; out has index's
+ * shape. */
+EV_API int ev_gather(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                     ev_tensor **out);
+/* x taken as 1-d in C order, indexed by index; out has index's shape. */
+EV_API int ev_take(const ev_exec *ex, ev_tensor *x, ev_tensor *index, ev_tensor **out);
+/* A copy of x with x[i][index[i][j][k]][k] += src[i][j][k] for dim 1
+ * (likewise for others); src has x's dtype; index has x's ndim, is no larger
+ * than src anywhere and than x outside dim. Repeated indices accumulate.
+ * scatter_add_ writes into x itself (not an expanded tensor); if it fails
+ * inside the kernel, x is poisoned. */
+EV_API int ev_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                          ev_tensor *src, ev_tensor **out);
+EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                           ev_tensor *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,426 @@
+/* Elementwise binary ops: the per-dtype contiguous loops (plain loops the
+ * compiler vectorizes), the op table with its promotion rules, and the
+ * checks and shape inference run on the issuing thread. */
+/* GCC's -O2 uses the "very cheap" vectorizer cost model, which leaves these
+ * loops scalar (it refuses any epilogue); "cheap" vectorizes them without
+ * runtime alias checks thanks to restrict. Until the build sets it for
+ * src/ops, ask for it here. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops-impl.h"
+
+/* ------------------------------------------------------------------ loops */
+
+/* One loop over n contiguous elements: o[i] = EXPR(x = a[i], y = b[i]).
+ * Written per aliasing case with restrict pointers, so that GCC vectorizes at
+ * -O2 (its cheap cost model does not version loops for aliasing): an output
+ * is either distinct from an input or the very same array (in-place ops;
+ * partial overlaps were copied away before submission). */
+#define BIN_LOOP(fname, T, OT, EXPR)                                                   \
+    static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
+    {                                                                                  \
+        (void)ctx;                                                                     \
+        const void *a_ = in[0], *b_ = in[1];                                           \
+        int same_ = sizeof(T) == sizeof(OT);                                           \
+        if (out_ != a_ && out_ != b_) {                                                \
+            OT *restrict o = out_;                                                     \
+            const T *restrict pa = a_;                                                 \
+            const T *restrict pb = b_;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = pa[i], y = pb[i];                                                \
+                o[i] = (OT)(EXPR);                                                     \
+            }                                                                          \
+        } else if (same_ && out_ != b_) {                                              \
+            T *restrict o = out_;                                                      \
+            const T *restrict pb = b_;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = o[i], y = pb[i];                                                 \
+                o[i] = (T)(OT)(EXPR);                                                  \
+            }                                                                          \
+        } else if (same_ && out_ != a_) {                                              \
+            T *restrict o = out_;                                                      \
+            const T *restrict pa = a_;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = pa[i], y = o[i];                                                 \
+                o[i] = (T)(OT)(EXPR);                                                  \
+            }                                                                          \
+        } else {                                                                       \
+            OT *o = out_;                                                              \
+            const T *pa = a_, *pb = b_;                                                \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = pa[i], y = pb[i];                                                \
+                o[i] = (OT)(EXPR);                                                     \
+            }                                                                          \
+        }                                                                              \
+    }
+
+/* Integer arithmetic in the unsigned type: wraps like NumPy, and is defined
+ * behaviour in C (signed overflow is not). */
+#define WRAP(T, U, op) ((T)((U)x op (U)y))
+
+/* Python integer semantics without traps: x // 0 and x % 0 are 0 (NumPy), and
+ * MIN // -1 wraps to MIN. */
+#define INT_HELPERS(SUF, T, U)                                                \
+    static inline T floordiv_##SUF(T a, T b)                                  \
+    {                                                                         \
+        if (b == 0) {                                                         \
+            return 0;                                                         \
+        }                                                                     \
+        if (b == -1) {                                                        \
+            return (T)((U)0 - (U)a);                                          \
+        }                                                                     \
+        T q = a / b;                                                          \
+        if (a % b != 0 && ((a < 0) != (b < 0))) {                             \
+            q--;                                                              \
+        }                                                                     \
+        return q;                                                             \
+    }                                                                         \
+    static inline T mod_##SUF(T a, T b)                                       \
+    {                                                                         \
+        if (b == 0 || b == -1) {                                              \
+            return 0;                                                         \
+        }                                                                     \
+        T r = a % b;                                                          \
+        if (r != 0 && ((r < 0) != (b < 0))) {                                 \
+            r += b;                                                           \
+        }                                                                     \
+        return r;                                                             \
+    }                                                                         \
+    static inline T ipow_##SUF(T a, T b, int *err)                            \
+    {                                                                         \
+        if (b < 0) {                                                          \
+            *err = EV__LOOP_NEG_INT_POW;                                      \
+            return 0;                                                         \
+        }                                                                     \
+        U r = 1, base = (U)a;                                                 \
+        for (U e = (U)b; e; e >>= 1) {                                        \
+            if (e & 1) {                                                      \
+                r *= base;                                                    \
+            }                                                                 \
+            base *= base;                                                     \
+        }                                                                     \
+        return (T)r;                                                          \
+    }
+INT_HELPERS(i32, int32_t, uint32_t)
+INT_HELPERS(i64, int64_t, uint64_t)
+
+/* NumPy's npy_divmod: floor division and a remainder with the divisor's sign,
+ * exact at the boundaries where a naive floor(a / b) is off by one. */
+#define FLOAT_HELPERS(SUF, T, FMOD, FLOOR, COPYSIGN)                          \
+    static inline T fdivmod_##SUF(T a, T b, T *modp)                          \
+    {                                                                         \
+        T mod = FMOD(a, b);                                                   \
+        if (!b) {                                                             \
+            *modp = mod;                                                      \
+            return a / b;                                                     \
+        }                                                                     \
+        T div = (a - mod) / b;                                                \
+        if (mod) {                                                            \
+            if ((b < 0) != (mod < 0)) {                                       \
+                mod += b;                                                     \
+                div -= 1;                                                     \
+            }                                                                 \
+        } else {                                                              \
+            mod = COPYSIGN((T)0, b);                                          \
+        }                                                                     \
+        T fl;                                                                 \
+        if (div) {                                                            \
+            fl = FLOOR(div);                                                  \
+            if (div - fl > (T)0.5) {                                          \
+                fl += 1;                                                      \
+            }                                                                 \
+        } else {                                                              \
+            fl = COPYSIGN((T)0, a / b);                                       \
+        }                                                                     \
+        *modp = mod;                                                          \
+        return fl;                                                            \
+    }                                                                         \
+    static inline T ffloordiv_##SUF(T a, T b)                                 \
+    {                                                                         \
+        T m;                                                                  \
+        return fdivmod_##SUF(a, b, &m);                                       \
+    }                                                                         \
+    static inline T fmod_py_##SUF(T a, T b)                                   \
+    {                                                                         \
+        T m;                                                                  \
+        fdivmod_##SUF(a, b, &m);                                              \
+        return m;                                                             \
+    }
+FLOAT_HELPERS(f32, float, fmodf, floorf, copysignf)
+FLOAT_HELPERS(f64, double, fmod, floor, copysign)
+
+/* Loops of one op for every dtype. Each EXPR family is a macro taking the C
+ * type (and its unsigned twin for integers). */
+#define LOOPS_INT(op, EI)                               \
+    BIN_LOOP(op##_int32, int32_t, int32_t, EI(int32_t, uint32_t, i32)) \
+    BIN_LOOP(op##_int64, int64_t, int64_t, EI(int64_t, uint64_t, i64))
+#define LOOPS_FLOAT(op, EF)                             \
+    BIN_LOOP(op##_float32, float, float, EF(float, f32))     \
+    BIN_LOOP(op##_float64, double, double, EF(double, f64))
+
+#define ADD_I(T, U, S) WRAP(T, U, +)
+#define SUB_I(T, U, S) WRAP(T, U, -)
+#define MUL_I(T, U, S) WRAP(T, U, *)
+#define ADD_F(T, S) x + y
+#define SUB_F(T, S) x - y
+#define MUL_F(T, S) x * y
+#define DIV_F(T, S) x / y
+#define FDIV_I(T, U, S) floordiv_##S(x, y)
+#define FDIV_F(T, S) ffloordiv_##S(x, y)
+#define MOD_I(T, U, S) mod_##S(x, y)
+#define MOD_F(T, S) fmod_py_##S(x, y)
+#define POW_I(T, U, S) ipow_##S(x, y, &ctx->err)
+#define POW_F32(T, S) powf(x, y)
+#define POW_F64(T, S) pow(x, y)
+#define MAX_I(T, U, S) (x > y ? x : y)
+#define MIN_I(T, U, S) (x < y ? x : y)
+/* NaN-propagating, as numpy.maximum: if either is NaN the result is NaN. */
+#define MAX_F(T, S) ((x >= y || x != x) ? x : y)
+#define MIN_F(T, S) ((x <= y || x != x) ? x : y)
+
+BIN_LOOP(add_bool, uint8_t, uint8_t, x | y)
+LOOPS_INT(add, ADD_I)
+LOOPS_FLOAT(add, ADD_F)
+LOOPS_INT(sub, SUB_I)
+LOOPS_FLOAT(sub, SUB_F)
+BIN_LOOP(mul_bool, uint8_t, uint8_t, x & y)
+LOOPS_INT(mul, MUL_I)
+LOOPS_FLOAT(mul, MUL_F)
+LOOPS_FLOAT(div, DIV_F)
+LOOPS_INT(floor_divide, FDIV_I)
+LOOPS_FLOAT(floor_divide, FDIV_F)
+LOOPS_INT(remainder, MOD_I)
+LOOPS_FLOAT(remainder, MOD_F)
+LOOPS_INT(pow, POW_I)
+BIN_LOOP(pow_float32, float, float, POW_F32(float, f32))
+BIN_LOOP(pow_float64, double, double, POW_F64(double, f64))
+BIN_LOOP(maximum_bool, uint8_t, uint8_t, x | y)
+LOOPS_INT(maximum, MAX_I)
+LOOPS_FLOAT(maximum, MAX_F)
+BIN_LOOP(minimum_bool, uint8_t, uint8_t, x & y)
+LOOPS_INT(minimum, MIN_I)
+LOOPS_FLOAT(minimum, MIN_F)
+
+/* Comparisons: every dtype in, bool out. */
+#define CMP_LOOPS(op, OPR)                                      \
+    BIN_LOOP(op##_bool, uint8_t, uint8_t, x OPR y)              \
+    BIN_LOOP(op##_int32, int32_t, uint8_t, x OPR y)             \
+    BIN_LOOP(op##_int64, int64_t, uint8_t, x OPR y)             \
+    BIN_LOOP(op##_float32, float, uint8_t, x OPR y)             \
+    BIN_LOOP(op##_float64, double, uint8_t, x OPR y)
+CMP_LOOPS(eq, ==)
+CMP_LOOPS(ne, !=)
+CMP_LOOPS(lt, <)
+CMP_LOOPS(le, <=)
+CMP_LOOPS(gt, >)
+CMP_LOOPS(ge, >=)
+
+/* Logical ops see their operands converted to bool (0 or 1) first. */
+BIN_LOOP(logical_and_bool, uint8_t, uint8_t, x & y)
+BIN_LOOP(logical_or_bool, uint8_t, uint8_t, x | y)
+BIN_LOOP(logical_xor_bool, uint8_t, uint8_t, x ^ y)
+
+/* --------------------------------------------------------------- op table */
+
+enum {
+    K_ARITH,   /* compute and return the promoted dtype */
+    K_INTLIKE, /* the same, with bool computed as the smallest integer */
+    K_TRUEDIV, /* the promoted dtype if float, else float64 */
+    K_COMPARE, /* compute in the promoted dtype, return bool */
+    K_LOGICAL, /* compute in bool, return bool */
+};
+
+typedef struct binop {
+    const char *name, *name_;  /* out-of-place and in-place instruction names */
+    int kind;
+    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by compute dtype; NULL: unsupported */
+} binop;
+
+#define ALL_LOOPS(op) {op##_bool, op##_int32, op##_int64, op##_float32, op##_float64}
+#define NUM_LOOPS(op) {NULL, op##_int32, op##_int64, op##_float32, op##_float64}
+#define FLT_LOOPS(op) {NULL, NULL, NULL, op##_float32, op##_float64}
+_Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its loops in binary.c");
+
+static const binop binops[EV_BINARY_OP_COUNT] = {
+    [EV_OP_ADD] = {"add", "add_", K_ARITH, ALL_LOOPS(add)},
+    [EV_OP_SUB] = {"sub", "sub_", K_ARITH, NUM_LOOPS(sub)},
+    [EV_OP_MUL] = {"mul", "mul_", K_ARITH, ALL_LOOPS(mul)},
+    [EV_OP_DIV] = {"div", "div_", K_TRUEDIV, FLT_LOOPS(div)},
+    [EV_OP_FLOOR_DIVIDE] = {"floor_divide", "floor_divide_", K_INTLIKE, NUM_LOOPS(floor_divide)},
+    [EV_OP_REMAINDER] = {"remainder", "remainder_", K_INTLIKE, NUM_LOOPS(remainder)},
+    [EV_OP_POW] = {"pow", "pow_", K_INTLIKE, NUM_LOOPS(pow)},
+    [EV_OP_MAXIMUM] = {"maximum", "maximum_", K_ARITH, ALL_LOOPS(maximum)},
+    [EV_OP_MINIMUM] = {"minimum", "minimum_", K_ARITH, ALL_LOOPS(minimum)},
+    [EV_OP_EQ] = {"eq", "eq_", K_COMPARE, ALL_LOOPS(eq)},
+    [EV_OP_NE] = {"ne", "ne_", K_COMPARE, ALL_LOOPS(ne)},
+    [EV_OP_LT] = {"lt", "lt_", K_COMPARE, ALL_LOOPS(lt)},
+    [EV_OP_LE] = {"le", "le_", K_COMPARE, ALL_LOOPS(le)},
+    [EV_OP_GT] = {"gt", "gt_", K_COMPARE, ALL_LOOPS(gt)},
+    [EV_OP_GE] = {"ge", "ge_", K_COMPARE, ALL_LOOPS(ge)},
+    [EV_OP_LOGICAL_AND] = {"logical_and", "logical_and_", K_LOGICAL, {logical_and_bool}},
+    [EV_OP_LOGICAL_OR] = {"logical_or", "logical_or_", K_LOGICAL, {logical_or_bool}},
+    [EV_OP_LOGICAL_XOR] = {"logical_xor", "logical_xor_", K_LOGICAL, {logical_xor_bool}},
+};
+
+const char *ev_binary_op_name(int op)
+{
+    return op >= 0 && op < EV_BINARY_OP_COUNT ? binops[op].name : "invalid";
+}
+
+/* The dtypes the loop of op computes in (*loop_in) and returns (*res), and
+ * the loop; or EV_ETYPE with a message. */
+static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *loop_in,
+                   ev_dtype *res, ev__loop_fn *loop)
+{
+    const binop *bo = &binops[op];
+    ev_dtype r = ev_promote_types(a, b);
+    if (r == EV_DTYPE_COUNT) {
+        return ev__set_message(EV_ETYPE, "%s: invalid dtype (%d, %d)", name, (int)a, (int)b);
+    }
+    ev_dtype c;
+    switch (bo->kind) {
+    case K_INTLIKE:
+        c = r == EV_BOOL ? ev__smallest_int() : r;
+        r = c;
+        break;
+    case K_TRUEDIV:
+        c = ev_dtype_is_float(r) ? r : EV_FLOAT64;
+        r = c;
+        break;
+    case K_COMPARE:
+        c = r;
+        r = EV_BOOL;
+        break;
+    case K_LOGICAL:
+        c = EV_BOOL;
+        r = EV_BOOL;
+        break;
+    default:
+        c = r;
+        break;
+    }
+    /* Kernels run in the compute dtype (float32 for narrow floats, later). */
+    c = ev_dtype_get_info(c)->compute;
+    if (!bo->loops[c]) {
+        if (op == EV_OP_SUB && c == EV_BOOL) {
+            return ev__set_message(EV_ETYPE, "%s: subtracting bool tensors is not supported "
+                                   "(as in NumPy); use logical_xor instead", name);
+        }
+        return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s", name,
+                               ev_dtype_name(a), ev_dtype_name(b));
+    }
+    *loop_in = c;
+    *res = r;
+    *loop = bo->loops[c];
+    return 0;
+}
+
+int ev_binary_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out)
+{
+    if (op < 0 || op >= EV_BINARY_OP_COUNT) {
+        return ev__set_message(EV_EINVAL, "binary op %d does not exist", op);
+    }
+    ev_dtype lin;
+    ev__loop_fn loop;
+    return resolve(op, binops[op].name, a, b, &lin, out, &loop);
+}
+
+static int binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inplace,
+                  ev_tensor **out)
+{
+    if (op < 0 || op >= EV_BINARY_OP_COUNT) {
+        return ev__set_message(EV_EINVAL, "binary op %d does not exist", op);
+    }
+    const char *name = inplace ? binops[op].name_ : binops[op].name;
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "a", a)) ||
+        (rc = ev__check_tensor(name, "b", b))) {
+        return rc;
+    }
+    if (!inplace && !out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    ev_dtype lin, res;
+    ev__loop_fn loop;
+    rc = resolve(op, name, a->dtype, b->dtype, &lin, &res, &loop);
+    if (rc) {
+        return rc;
+    }
+    int nd;
+    int64_t shape[EV_MAX_DIMS];
+    char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE], sc[EV__SHAPE_STR_SIZE];
+    if (ev_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) {
+        return ev__set_message(EV_EINVAL, "%s: shapes %s and %s cannot be broadcast together",
+                               name, ev__shape_str(a->ndim, a->shape, sa, sizeof sa),
+                               ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
+    }
+    ev_tensor *dst;
+    if (inplace) {
+        int same = nd == a->ndim;
+        for (int i = 0; same && i < nd; i++) {
+            same = shape[i] == a->shape[i];
+        }
+        if (!same) {
+            return ev__set_message(EV_EINVAL, "%s: the result of shape %s does not fit the "
+                                   "in-place operand of shape %s (b of shape %s must "
+                                   "broadcast to it)", name,
+                                   ev__shape_str(nd, shape, sa, sizeof sa),
+                                   ev__shape_str(a->ndim, a->shape, sb, sizeof sb),
+                                   ev__shape_str(b->ndim, b->shape, sc, sizeof sc));
+        }
+        if (!ev__can_cast_same_kind(res, a->dtype)) {
+            return ev__set_message(EV_ETYPE, "%s: the result dtype %s cannot be cast to the "
+                                   "in-place operand's dtype %s", name, ev_dtype_name(res),
+                                   ev_dtype_name(a->dtype));
+        }
+        if (ev__has_internal_overlap(a)) {
+            return ev__set_message(EV_EINVAL, "%s: the in-place operand is an expanded tensor "
+                                   "(some elements share memory)", name);
+        }
+        dst = ev_tensor_ref(a);
+    } else {
+        rc = ev__tensor_new(ex, res, nd, shape, &dst);
+        if (rc) {
+            return rc;
+        }
+    }
+    ev__loop_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ev_tensor *in[2] = {a, b};
+    rc = ev__elementwise(ex, name, dst, in, 2, lin, binops[op].kind == K_COMPARE ||
+                         binops[op].kind == K_LOGICAL ? EV_BOOL : lin, loop, &ctx);
+    if (rc || inplace) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+int ev_binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)
+{
+    return binary(ex, op, a, b, 0, out);
+}
+
+int ev_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
+{
+    return binary(ex, op, a, b, 1, NULL);
+}
+
+#define EV_BINARY_DEF(id, name)                                                  \
+    int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out) \
+    {                                                                            \
+        return binary(ex, EV_OP_##id, a, b, 0, out);                             \
+    }                                                                            \
+    int ev_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b)              \
+    {                                                                            \
+        return binary(ex, EV_OP_##id, a, b, 1, NULL);                            \
+    }
+EV_BINARY_OP_MAP(EV_BINARY_DEF)
+#undef EV_BINARY_DEF

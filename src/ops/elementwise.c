@@ -1,0 +1,95 @@
+/* The elementwise instruction shared by every binary and unary op: argument
+ * packing, overlap handling, submission, and the kernel that drives a loop
+ * over operands of any strides and dtypes. */
+#include <string.h>
+
+#include "ops/ops-impl.h"
+
+typedef struct ew_arg {
+    ev_tensor *ops[EV__ITER_MAX_OPS]; /* [0] out, then inputs; all referenced */
+    int nops;
+    ev_dtype loop_in, loop_out;
+    ev__loop_fn loop;
+    const char *name;                 /* static */
+    ev__loop_ctx ctx;
+} ew_arg;
+_Static_assert(sizeof(ew_arg) <= EV_INLINE_ARG_SIZE, "ew_arg must travel inline");
+
+static void ew_drop(void *p)
+{
+    ew_arg *a = p;
+    for (int k = 0; k < a->nops; k++) {
+        ev_tensor_unref(a->ops[k]);
+    }
+}
+
+static int ew_kernel(void *p, ev_kctx *kc)
+{
+    ew_arg *a = p;
+    ev_dtype dt[EV__ITER_MAX_OPS];
+    for (int k = 0; k < a->nops; k++) {
+        dt[k] = a->ops[k]->dtype;
+    }
+    ev__iter it;
+    ev__iter_init(&it, a->nops, a->ops);
+    ev__run_loop(&it, dt, a->loop_in, a->loop_out, a->loop, &a->ctx);
+    if (a->ctx.err == EV__LOOP_NEG_INT_POW) {
+        return ev_kctx_fail(kc, EV_EVALUE, "%s: integers to negative integer powers are not "
+                            "allowed", a->name);
+    }
+    return 0;
+}
+
+int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tensor *const *in,
+                    int nin, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
+                    const ev__loop_ctx *ctx)
+{
+    ew_arg a;
+    memset(&a, 0, sizeof a);
+    a.nops = 1;
+    a.ops[0] = ev_tensor_ref(out);
+    a.loop_in = loop_in;
+    a.loop_out = loop_out;
+    a.loop = loop;
+    a.name = name;
+    a.ctx = *ctx;
+    int rc = 0;
+    for (int k = 0; k < nin; k++) {
+        ev_tensor *src = in[k];
+        ev_tensor *tmp = NULL;
+        if (src != out && !ev__same_layout(src, out) && ev__may_overlap(src, out)) {
+            /* An input that overlaps the output in another layout would be
+             * read after parts of it were written: read it all first. */
+            rc = ev_contiguous(ex, src, &tmp);
+            if (rc == 0 && tmp == src) {
+                /* Already contiguous, but still overlapping: force a copy. */
+                ev_tensor_unref(tmp);
+                rc = ev__tensor_new(ex, src->dtype, src->ndim, src->shape, &tmp);
+                if (rc == 0 && (rc = ev__copy(ex, name, tmp, src)) != 0) {
+                    ev_tensor_unref(tmp);
+                }
+            }
+            if (rc) {
+                goto fail;
+            }
+            src = tmp;
+        }
+        rc = ev__broadcast_to(name, src, out->ndim, out->shape, &a.ops[a.nops]);
+        ev_tensor_unref(tmp);
+        if (rc) {
+            goto fail;
+        }
+        a.nops++;
+    }
+    return ev__submit(ex, name, ew_kernel, &a, sizeof a, ew_drop, &a.ops[1], a.nops - 1,
+                      &a.ops[0], 1);
+
+fail:
+    ew_drop(&a);
+    return rc;
+}
+
+int ev__can_cast_same_kind(ev_dtype r, ev_dtype into)
+{
+    return ev_dtype_get_info(r)->kind <= ev_dtype_get_info(into)->kind;
+}

@@ -1,0 +1,24 @@
+/* Internal contract of the ops layer: the one elementwise instruction that
+ * binary and unary ops (and later where, clamp-like ops) issue. */
+#ifndef EV_OPS_IMPL_H
+#define EV_OPS_IMPL_H
+
+#include "eagervm/ops.h"
+#include "tensor/tensor-impl.h"
+
+/* Loop failure codes left in ev__loop_ctx.err. */
+enum { EV__LOOP_OK = 0, EV__LOOP_NEG_INT_POW = 1 };
+
+/* Issues out = loop(in...) as one instruction named name (a static string).
+ * The inputs are broadcast to out's shape; one that overlaps out in another
+ * layout is copied first. The loop computes from loop_in to loop_out; the
+ * operands are converted as needed. ctx is copied. */
+int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tensor *const *in,
+                    int nin, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
+                    const ev__loop_ctx *ctx);
+
+/* 1 if a result of dtype r may be written into a tensor of dtype into
+ * (NumPy's casting="same_kind": the kind does not go up). */
+int ev__can_cast_same_kind(ev_dtype r, ev_dtype into);
+
+#endif

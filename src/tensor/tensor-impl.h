@@ -1,0 +1,190 @@
+/* Internal contract of the tensor layer: the tensor and storage structs, the
+ * caching allocator, strided casts, the N-d iterator and instruction submission
+ * shared by src/tensor/ and src/ops/. Never installed. */
+#ifndef EV_TENSOR_IMPL_H
+#define EV_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "eagervm/tensor.h"
+
+/* ------------------------------------------------------------------ dtypes */
+
+/* C storage type of each dtype, for kernels written per dtype. */
+#define EV__CTYPE_BOOL uint8_t
+#define EV__CTYPE_INT32 int32_t
+#define EV__CTYPE_INT64 int64_t
+#define EV__CTYPE_FLOAT32 float
+#define EV__CTYPE_FLOAT64 double
+
+static inline size_t ev__dsize(ev_dtype d)
+{
+    return ev_dtype_get_info(d)->size;
+}
+
+/* Converts a host scalar to dtype d (as a cast does) and stores it at dst. */
+void ev__scalar_store(ev_dtype d, ev_scalar s, void *dst);
+/* The smallest integer dtype: what bool arithmetic that NumPy does in an
+ * integer type (floor_divide, remainder, pow) computes in. */
+ev_dtype ev__smallest_int(void);
+
+/* Converts n elements from src (dtype sd, stride ss bytes) to dst (dtype dd,
+ * stride ds bytes). Strides may be 0 on the source (broadcast) and negative.
+ * Float to integer follows x86 (what NumPy gives there): NaN and values out of
+ * range become the integer minimum, without C undefined behaviour. Any to bool
+ * is x != 0. Source and destination must not overlap unless identical. */
+void ev__cast_strided(void *dst, ev_dtype dd, int64_t ds, const void *src, ev_dtype sd,
+                      int64_t ss, int64_t n);
+
+/* --------------------------------------------------------------- allocator */
+
+/* One block of device memory. The record is owned by the allocator while the
+ * block sits in its cache and by the storage while it is in use; it lives as
+ * long as the memory (no record is allocated when a cached block is reused). */
+typedef struct ev__block {
+    void *ptr;               /* 64-byte aligned start handed out */
+    void *base;              /* what ev__malloc returned (owned) */
+    size_t size;             /* usable bytes (the size class) */
+    struct ev__block *next;  /* free-list link while cached */
+    uint8_t device_type;
+    uint8_t device_index;
+} ev__block;
+
+/* Hands out a block of at least nbytes (> 0). On a system failure it empties
+ * the cache and retries once. Thread-safe. Errors: EV_ENOMEM (message names
+ * the size and the allocator's state), EV_EINVAL (no such device). */
+int ev__alloc(int device_type, int device_index, size_t nbytes, ev__block **out);
+/* Returns a block to its allocator's cache; accepts NULL. Thread-safe (called
+ * from workers by storage free callbacks). */
+void ev__dealloc(ev__block *b);
+
+/* ---------------------------------------------------------------- tensors */
+
+/* A reference-counted piece of memory and the engine object that orders every
+ * access to it. Owned by the tensors that reference it. */
+typedef struct ev__storage {
+    atomic_int refs;
+    ev_vm *vm;          /* borrowed: the runtime outlives every tensor */
+    ev_obj *obj;        /* owned: handed to ev_obj_release with the block */
+    ev__block *block;   /* owned; NULL when nbytes == 0 */
+    size_t nbytes;
+} ev__storage;
+
+/* Metadata is immutable after creation, so any thread may read it. */
+struct ev_tensor {
+    atomic_int refs;
+    ev_dtype dtype;
+    int ndim;
+    int64_t numel;
+    int64_t offset;                 /* elements from the storage start */
+    int64_t shape[EV_MAX_DIMS];
+    int64_t strides[EV_MAX_DIMS];   /* in elements */
+    ev__storage *storage;           /* one reference owned */
+};
+
+static inline char *ev__tensor_base(const ev_tensor *t)
+{
+    return t->storage->block ? (char *)t->storage->block->ptr : NULL;
+}
+
+/* Address of element [0,...,0] (NULL for an empty storage). */
+static inline char *ev__tensor_ptr(const ev_tensor *t)
+{
+    char *b = ev__tensor_base(t);
+    return b ? b + t->offset * (int64_t)ev__dsize(t->dtype) : NULL;
+}
+
+/* Checks a shape argument; fn names the caller in the message. */
+int ev__check_shape(const char *fn, int ndim, const int64_t *shape);
+/* Checks an exec context (non-NULL, with a vm). */
+int ev__check_exec(const char *fn, const ev_exec *ex);
+/* Checks a tensor argument (non-NULL). */
+int ev__check_tensor(const char *fn, const char *what, const ev_tensor *t);
+/* Normalises a possibly negative dimension for a tensor of ndim dimensions.
+ * Errors: EV_EINDEX with a message naming fn and the valid range. */
+int ev__norm_dim(const char *fn, int dim, int ndim, int *out);
+/* Formats a shape as "[2, 3]" into buf; returns buf. */
+char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+#define EV__SHAPE_STR_SIZE (EV_MAX_DIMS * 22 + 4)
+
+/* A new contiguous tensor with a new storage (contents uninitialised). */
+int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
+                   ev_tensor **out);
+/* A new tensor struct viewing t's storage with the given layout. */
+int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
+                     const int64_t *strides, int64_t offset, ev_tensor **out);
+/* 1 if a and b have the same storage, offset, shape and strides. */
+int ev__same_layout(const ev_tensor *a, const ev_tensor *b);
+/* 1 if a and b may share memory (same storage and overlapping extents). */
+int ev__may_overlap(const ev_tensor *a, const ev_tensor *b);
+/* 1 if some dimension of size > 1 has stride 0 (elements alias each other). */
+int ev__has_internal_overlap(const ev_tensor *t);
+
+/* Submits one instruction on ex's cpu compute stream that reads the storages
+ * of reads[] and writes those of writes[] (NULL entries are skipped). arg is
+ * copied; drop runs on the copy after the kernel. If submission fails, drop
+ * runs on arg itself here, so the caller never leaks what arg references. */
+int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const void *arg,
+               size_t arg_size, void (*drop)(void *), ev_tensor *const *reads, int n_reads,
+               ev_tensor *const *writes, int n_writes);
+
+/* A view of t broadcast to shape (as ev_expand, -1 not allowed); fn names
+ * the caller in the error message. */
+int ev__broadcast_to(const char *fn, ev_tensor *t, int ndim, const int64_t *shape,
+                     ev_tensor **out);
+
+/* Issues dst <- src (src broadcast to dst's shape, converted to its dtype).
+ * No checks beyond broadcasting; used by ev_copy_, contiguous and reshape. */
+int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src);
+
+/* ---------------------------------------------------------------- iterator */
+
+#define EV__ITER_MAX_OPS 4
+
+/* Walks operands of one shape together, in rows along the innermost
+ * (coalesced) dimension. Operand 0 is conventionally the output. */
+typedef struct ev__iter {
+    int ndim;                                   /* >= 1 after coalescing */
+    int nops;
+    int64_t numel;
+    int64_t shape[EV_MAX_DIMS];                 /* [0] innermost */
+    int64_t strides[EV__ITER_MAX_OPS][EV_MAX_DIMS]; /* bytes, [0] innermost */
+    char *data[EV__ITER_MAX_OPS];               /* borrowed */
+} ev__iter;
+
+/* Builds an iterator over tensors that all have the shape of ops[0] (expand
+ * inputs first). Dimensions of size 1 are dropped and dimensions contiguous
+ * across all operands merged, so a contiguous case is one long row. */
+void ev__iter_init(ev__iter *it, int nops, ev_tensor *const *ops);
+/* The same from raw layouts: data[k] and strides[k] (bytes, outermost first)
+ * of nops operands of shape `shape`. */
+void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,
+                       char *const *data, const int64_t (*strides)[EV_MAX_DIMS]);
+
+/* Called once per row: ptrs[k] is operand k's first element in the row,
+ * strides[k] its step in bytes, n the row length. */
+typedef void (*ev__row_fn)(char **ptrs, const int64_t *strides, int64_t n, void *user);
+void ev__iter_rows(const ev__iter *it, ev__row_fn fn, void *user);
+
+/* ------------------------------------------------------- elementwise loops */
+
+/* Parameters and the failure flag of an elementwise loop. */
+typedef struct ev__loop_ctx {
+    double f0, f1;    /* float parameters (clamp bounds) */
+    int64_t i0, i1;   /* integer parameters */
+    int err;          /* set by a loop that meets an invalid value */
+} ev__loop_ctx;
+
+/* A loop over n contiguous elements in its compute dtypes. in[k] may equal
+ * out when they are the same array (in-place ops). */
+typedef void (*ev__loop_fn)(void *out, const void *const *in, int64_t n, ev__loop_ctx *ctx);
+
+/* Runs loop over an iterator of (out, in...) whose dtypes may differ from the
+ * loop's: rows that match are handed over directly; others go through small
+ * buffers with ev__cast_strided, in blocks. */
+void ev__run_loop(const ev__iter *it, const ev_dtype *op_dtypes, ev_dtype loop_in,
+                  ev_dtype loop_out, ev__loop_fn loop, ev__loop_ctx *ctx);
+
+#endif

@@ -1,0 +1,369 @@
+/* Tensors and storages: creation of the structs, reference counting, the
+ * metadata accessors, argument checks and instruction submission shared by
+ * every op. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/tensor-impl.h"
+
+/* ---------------------------------------------------------------- storage */
+
+static void storage_free_cb(void *data)
+{
+    /* Runs after the last instruction touching the storage finished, on
+     * whichever thread that was: the allocator is thread-safe. */
+    ev__storage *s = data;
+    ev__dealloc(s->block);
+    ev__free(s);
+}
+
+static void storage_unref(ev__storage *s)
+{
+    /* acq_rel: every use of the storage by this thread happens before the
+     * free, whichever thread drops the last reference. */
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    ev_obj_release(s->vm, s->obj, storage_free_cb, s);
+}
+
+static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
+{
+    ev__storage *s = ev__malloc(sizeof(*s));
+    if (!s) {
+        return ev__set_message(EV_ENOMEM, "out of memory for a storage");
+    }
+    atomic_init(&s->refs, 1);
+    s->vm = ex->vm;
+    s->nbytes = nbytes;
+    s->block = NULL;
+    s->obj = NULL;
+    int rc = 0;
+    if (nbytes > 0) {
+        rc = ev__alloc(EV_DEVICE_CPU, 0, nbytes, &s->block);
+        if (rc) {
+            goto fail_block;
+        }
+    }
+    rc = ev_obj_create(ex->vm, &s->obj);
+    if (rc) {
+        goto fail_obj;
+    }
+    *out = s;
+    return 0;
+
+fail_obj:
+    ev__dealloc(s->block);
+fail_block:
+    ev__free(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+ev_tensor *ev_tensor_ref(ev_tensor *t)
+{
+    if (t) {
+        /* relaxed: a new reference is made from an existing one, which
+         * already orders the metadata. */
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    }
+    return t;
+}
+
+void ev_tensor_unref(ev_tensor *t)
+{
+    /* acq_rel: all uses of t happen before its free on the last unref. */
+    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    storage_unref(t->storage);
+    ev__free(t);
+}
+
+static int64_t shape_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        n *= shape[i];
+    }
+    return n;
+}
+
+static int tensor_struct(ev_dtype dtype, int ndim, const int64_t *shape, const int64_t *strides,
+                         int64_t offset, ev__storage *s, ev_tensor **out)
+{
+    ev_tensor *t = ev__malloc(sizeof(*t));
+    if (!t) {
+        return ev__set_message(EV_ENOMEM, "out of memory for a tensor");
+    }
+    memset(t, 0, sizeof(*t));
+    atomic_init(&t->refs, 1);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->offset = offset;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->strides[i] = strides[i];
+    }
+    t->numel = shape_numel(ndim, shape);
+    t->storage = s;
+    *out = t;
+    return 0;
+}
+
+int ev__check_exec(const char *fn, const ev_exec *ex)
+{
+    if (!ex || !ex->vm) {
+        return ev__set_message(EV_EINVAL, "%s: the exec context (or its vm) is NULL", fn);
+    }
+    return 0;
+}
+
+int ev__check_tensor(const char *fn, const char *what, const ev_tensor *t)
+{
+    if (!t) {
+        return ev__set_message(EV_EINVAL, "%s: %s is NULL", fn, what);
+    }
+    return 0;
+}
+
+int ev__check_shape(const char *fn, int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > EV_MAX_DIMS) {
+        return ev__set_message(EV_EINVAL, "%s: ndim %d is out of range [0, %d]", fn, ndim,
+                               EV_MAX_DIMS);
+    }
+    if (ndim > 0 && !shape) {
+        return ev__set_message(EV_EINVAL, "%s: shape is NULL for ndim %d", fn, ndim);
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            char buf[EV__SHAPE_STR_SIZE];
+            return ev__set_message(EV_EINVAL, "%s: negative size %lld in dimension %d of "
+                                   "shape %s", fn, (long long)shape[i], i,
+                                   ev__shape_str(ndim, shape, buf, sizeof buf));
+        }
+        /* Refuse shapes whose element count overflows before anything
+         * multiplies sizes in int64. */
+        if (shape[i] > 0 && n > INT64_MAX / 16 / shape[i]) {
+            char buf[EV__SHAPE_STR_SIZE];
+            return ev__set_message(EV_EINVAL, "%s: shape %s has too many elements", fn,
+                                   ev__shape_str(ndim, shape, buf, sizeof buf));
+        }
+        n *= shape[i];
+    }
+    return 0;
+}
+
+int ev__norm_dim(const char *fn, int dim, int ndim, int *out)
+{
+    int lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
+    if (dim < lo || dim > hi || ndim == 0) {
+        if (ndim == 0) {
+            return ev__set_message(EV_EINDEX, "%s: dimension %d is out of range for a 0-d "
+                                   "tensor", fn, dim);
+        }
+        return ev__set_message(EV_EINDEX, "%s: dimension %d is out of range [%d, %d] for a "
+                               "%d-d tensor", fn, dim, lo, hi, ndim);
+    }
+    *out = dim < 0 ? dim + ndim : dim;
+    return 0;
+}
+
+char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && len < size; i++) {
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "",
+                                (long long)shape[i]);
+    }
+    if (len < size) {
+        snprintf(buf + len, size - len, "]");
+    }
+    return buf;
+}
+
+int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
+                   ev_tensor **out)
+{
+    int64_t strides[EV_MAX_DIMS];
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= shape[i] > 0 ? shape[i] : 1;
+    }
+    int64_t numel = shape_numel(ndim, shape);
+    ev__storage *s = NULL;
+    int rc = storage_new(ex, (size_t)numel * ev__dsize(dtype), &s);
+    if (rc) {
+        return rc;
+    }
+    rc = tensor_struct(dtype, ndim, shape, strides, 0, s, out);
+    if (rc) {
+        storage_unref(s);
+    }
+    return rc;
+}
+
+int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
+                     const int64_t *strides, int64_t offset, ev_tensor **out)
+{
+    /* relaxed: the caller holds a reference to t, hence to the storage. */
+    atomic_fetch_add_explicit(&t->storage->refs, 1, memory_order_relaxed);
+    int rc = tensor_struct(dtype, ndim, shape, strides, offset, t->storage, out);
+    if (rc) {
+        storage_unref(t->storage);
+    }
+    return rc;
+}
+
+int ev__same_layout(const ev_tensor *a, const ev_tensor *b)
+{
+    if (a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim ||
+        a->dtype != b->dtype) {
+        return 0;
+    }
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* First and one-past-last element offsets that t touches. */
+static void extent(const ev_tensor *t, int64_t *lo, int64_t *hi)
+{
+    *lo = *hi = t->offset;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) {
+            *lo += span;
+        } else {
+            *hi += span;
+        }
+    }
+    *hi += 1;
+}
+
+int ev__may_overlap(const ev_tensor *a, const ev_tensor *b)
+{
+    if (a->storage != b->storage || a->numel == 0 || b->numel == 0) {
+        return 0;
+    }
+    int64_t alo, ahi, blo, bhi;
+    extent(a, &alo, &ahi);
+    extent(b, &blo, &bhi);
+    int64_t sa = (int64_t)ev__dsize(a->dtype), sb = (int64_t)ev__dsize(b->dtype);
+    return alo * sa < bhi * sb && blo * sb < ahi * sa;
+}
+
+int ev__has_internal_overlap(const ev_tensor *t)
+{
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] > 1 && t->strides[i] == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- accessors */
+
+ev_dtype ev_tensor_dtype(const ev_tensor *t)
+{
+    return t->dtype;
+}
+
+int ev_tensor_ndim(const ev_tensor *t)
+{
+    return t->ndim;
+}
+
+const int64_t *ev_tensor_shape(const ev_tensor *t)
+{
+    return t->shape;
+}
+
+const int64_t *ev_tensor_strides(const ev_tensor *t)
+{
+    return t->strides;
+}
+
+int64_t ev_tensor_offset(const ev_tensor *t)
+{
+    return t->offset;
+}
+
+int64_t ev_tensor_numel(const ev_tensor *t)
+{
+    return t->numel;
+}
+
+int ev_tensor_is_contiguous(const ev_tensor *t)
+{
+    int64_t st = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != st) {
+            return t->numel == 0;
+        }
+        st *= t->shape[i];
+    }
+    return 1;
+}
+
+int ev_tensor_same_storage(const ev_tensor *a, const ev_tensor *b)
+{
+    return a && b && a->storage == b->storage;
+}
+
+ev_obj *ev_tensor_obj(const ev_tensor *t)
+{
+    return t->storage->obj;
+}
+
+void *ev_tensor_data(const ev_tensor *t)
+{
+    return ev__tensor_ptr(t);
+}
+
+/* ------------------------------------------------------------- submission */
+
+int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const void *arg,
+               size_t arg_size, void (*drop)(void *), ev_tensor *const *reads, int n_reads,
+               ev_tensor *const *writes, int n_writes)
+{
+    ev_operand ops[2 * EV__ITER_MAX_OPS];
+    size_t n = 0;
+    for (int i = 0; i < n_reads; i++) {
+        if (reads[i]) {
+            ops[n++] = (ev_operand){reads[i]->storage->obj, EV_READ};
+        }
+    }
+    for (int i = 0; i < n_writes; i++) {
+        if (writes[i]) {
+            ops[n++] = (ev_operand){writes[i]->storage->obj, EV_WRITE};
+        }
+    }
+    ev_instr_desc d = {
+        .kernel = kernel,
+        .arg = arg,
+        .arg_size = arg_size,
+        .arg_drop = drop,
+        .stream = ev_cpu_stream(ex->thread_uid),
+        .operands = ops,
+        .n_operands = n,
+        .name = name,
+        .site = ex->site,
+    };
+    int rc = ev_submit(ex->vm, &d, NULL);
+    if (rc && drop) {
+        /* Nothing was queued and the engine will not call drop: release what
+         * the argument references here. */
+        drop((void *)arg);
+    }
+    return rc;
+}

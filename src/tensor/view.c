@@ -1,0 +1,356 @@
+/* Views: new tensor structs over the same storage with another shape, strides
+ * or offset (reshape, transpose, permute, expand, slice, squeeze, unsqueeze),
+ * and the broadcasting rules they share with the ops. */
+#include <string.h>
+
+#include "tensor/tensor-impl.h"
+
+int ev_broadcast_shapes(int ndim_a, const int64_t *shape_a, int ndim_b,
+                        const int64_t *shape_b, int *out_ndim, int64_t *out_shape)
+{
+    int n = ndim_a > ndim_b ? ndim_a : ndim_b;
+    int64_t res[EV_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        int ia = ndim_a - n + i, ib = ndim_b - n + i;
+        int64_t a = ia >= 0 ? shape_a[ia] : 1, b = ib >= 0 ? shape_b[ib] : 1;
+        if (a != b && a != 1 && b != 1) {
+            char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE];
+            return ev__set_message(EV_EINVAL, "shapes %s and %s cannot be broadcast together "
+                                   "(dimension %d: %lld vs %lld)",
+                                   ev__shape_str(ndim_a, shape_a, sa, sizeof sa),
+                                   ev__shape_str(ndim_b, shape_b, sb, sizeof sb), i,
+                                   (long long)a, (long long)b);
+        }
+        res[i] = a == 1 ? b : a;
+    }
+    for (int i = 0; i < n; i++) {
+        out_shape[i] = res[i];
+    }
+    *out_ndim = n;
+    return 0;
+}
+
+/* Fills in a -1 entry of shape (into res) so the element count matches numel. */
+static int infer_shape(const char *fn, const ev_tensor *t, int ndim, const int64_t *shape,
+                       int64_t *res)
+{
+    if (ndim < 0 || ndim > EV_MAX_DIMS || (ndim > 0 && !shape)) {
+        return ev__set_message(EV_EINVAL, "%s: bad ndim %d (or NULL shape)", fn, ndim);
+    }
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < ndim; i++) {
+        res[i] = shape[i];
+        if (shape[i] == -1 && infer < 0) {
+            infer = i;
+        } else if (shape[i] < 0) {
+            return ev__set_message(EV_EINVAL, "%s: bad size %lld in dimension %d", fn,
+                                   (long long)shape[i], i);
+        } else {
+            known *= shape[i];
+        }
+    }
+    if (infer >= 0) {
+        res[infer] = known > 0 ? t->numel / known : -1;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        n *= res[i];
+    }
+    if (n != t->numel || (infer >= 0 && res[infer] < 0)) {
+        char a[EV__SHAPE_STR_SIZE], b[EV__SHAPE_STR_SIZE];
+        return ev__set_message(EV_EINVAL, "%s: shape %s is invalid for a tensor of shape %s "
+                               "(%lld elements)", fn, ev__shape_str(ndim, shape, a, sizeof a),
+                               ev__shape_str(t->ndim, t->shape, b, sizeof b),
+                               (long long)t->numel);
+    }
+    return 0;
+}
+
+/* Strides for viewing t as shape, or 0 if its strides do not allow it. Walks
+ * the old dimensions in chunks that are contiguous among themselves; each
+ * chunk must map onto a run of new dimensions with the same element count
+ * (the approach of PyTorch's computeStride). */
+static int view_strides(const ev_tensor *t, int ndim, const int64_t *shape, int64_t *strides)
+{
+    if (t->numel == 0 || t->ndim == 0 || ndim == 0) {
+        /* Nothing to preserve: any layout of no elements (or of one) works. */
+        int64_t st = 1;
+        for (int i = ndim - 1; i >= 0; i--) {
+            strides[i] = st;
+            st *= shape[i] > 0 ? shape[i] : 1;
+        }
+        return 1;
+    }
+    int vd = ndim - 1;
+    int64_t base = t->strides[t->ndim - 1];
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        tensor_numel *= t->shape[d];
+        /* The chunk ends where dimension d-1 does not continue it. */
+        if (d == 0 ||
+            (t->shape[d - 1] != 1 && t->strides[d - 1] != tensor_numel * base)) {
+            while (vd >= 0 && (view_numel < tensor_numel || shape[vd] == 1)) {
+                strides[vd] = view_numel * base;
+                view_numel *= shape[vd];
+                vd--;
+            }
+            if (view_numel != tensor_numel) {
+                return 0;
+            }
+            if (d > 0) {
+                base = t->strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return vd == -1;
+}
+
+int ev_view(ev_tensor *t, int ndim, const int64_t *shape, ev_tensor **out)
+{
+    int rc = ev__check_tensor("view", "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    int64_t res[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    rc = infer_shape("view", t, ndim, shape, res);
+    if (rc) {
+        return rc;
+    }
+    if (!view_strides(t, ndim, res, strides)) {
+        char a[EV__SHAPE_STR_SIZE], b[EV__SHAPE_STR_SIZE];
+        return ev__set_message(EV_EINVAL, "view: the strides of a tensor of shape %s do not "
+                               "allow viewing it as shape %s; use reshape (which copies)",
+                               ev__shape_str(t->ndim, t->shape, b, sizeof b),
+                               ev__shape_str(ndim, res, a, sizeof a));
+    }
+    return ev__tensor_alias(t, t->dtype, ndim, res, strides, t->offset, out);
+}
+
+int ev_reshape(const ev_exec *ex, ev_tensor *t, int ndim, const int64_t *shape,
+               ev_tensor **out)
+{
+    int rc = ev__check_tensor("reshape", "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    int64_t res[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    rc = infer_shape("reshape", t, ndim, shape, res);
+    if (rc) {
+        return rc;
+    }
+    if (view_strides(t, ndim, res, strides)) {
+        return ev__tensor_alias(t, t->dtype, ndim, res, strides, t->offset, out);
+    }
+    ev_tensor *c;
+    rc = ev_contiguous(ex, t, &c);
+    if (rc) {
+        return rc;
+    }
+    rc = ev_view(c, ndim, res, out);
+    ev_tensor_unref(c);
+    return rc;
+}
+
+int ev_transpose(ev_tensor *t, int dim0, int dim1, ev_tensor **out)
+{
+    int rc = ev__check_tensor("transpose", "the tensor", t);
+    int d0, d1;
+    if (rc || (rc = ev__norm_dim("transpose", dim0, t->ndim, &d0)) ||
+        (rc = ev__norm_dim("transpose", dim1, t->ndim, &d1))) {
+        return rc;
+    }
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d0] = t->shape[d1];
+    strides[d0] = t->strides[d1];
+    shape[d1] = t->shape[d0];
+    strides[d1] = t->strides[d0];
+    return ev__tensor_alias(t, t->dtype, t->ndim, shape, strides, t->offset, out);
+}
+
+int ev_permute(ev_tensor *t, const int *dims, ev_tensor **out)
+{
+    int rc = ev__check_tensor("permute", "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    if (t->ndim > 0 && !dims) {
+        return ev__set_message(EV_EINVAL, "permute: dims is NULL");
+    }
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    int seen[EV_MAX_DIMS] = {0};
+    for (int i = 0; i < t->ndim; i++) {
+        int d;
+        rc = ev__norm_dim("permute", dims[i], t->ndim, &d);
+        if (rc) {
+            return rc;
+        }
+        if (seen[d]++) {
+            return ev__set_message(EV_EINVAL, "permute: dimension %d appears twice; dims must "
+                                   "be a permutation of the %d dimensions", dims[i], t->ndim);
+        }
+        shape[i] = t->shape[d];
+        strides[i] = t->strides[d];
+    }
+    return ev__tensor_alias(t, t->dtype, t->ndim, shape, strides, t->offset, out);
+}
+
+static int expand(const char *fn, ev_tensor *t, int ndim, const int64_t *shape, int allow_keep,
+                  ev_tensor **out)
+{
+    int rc = ev__check_tensor(fn, "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    if (ndim < t->ndim || ndim > EV_MAX_DIMS || (ndim > 0 && !shape)) {
+        char a[EV__SHAPE_STR_SIZE];
+        return ev__set_message(EV_EINVAL, "%s: cannot expand a tensor of shape %s to %d "
+                               "dimensions", fn, ev__shape_str(t->ndim, t->shape, a, sizeof a),
+                               ndim);
+    }
+    int64_t res[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int j = i - lead;
+        int64_t want = shape[i];
+        if (want == -1 && allow_keep && j >= 0) {
+            want = t->shape[j];
+        }
+        if (want < 0) {
+            return ev__set_message(EV_EINVAL, "%s: bad size %lld in dimension %d", fn,
+                                   (long long)shape[i], i);
+        }
+        if (j < 0) {
+            res[i] = want;
+            strides[i] = 0;
+        } else if (t->shape[j] == want) {
+            res[i] = want;
+            strides[i] = t->strides[j];
+        } else if (t->shape[j] == 1) {
+            res[i] = want;
+            strides[i] = 0;
+        } else {
+            char a[EV__SHAPE_STR_SIZE], b[EV__SHAPE_STR_SIZE];
+            return ev__set_message(EV_EINVAL, "%s: cannot expand shape %s to %s (dimension %d "
+                                   "has size %lld, which is not 1)", fn,
+                                   ev__shape_str(t->ndim, t->shape, a, sizeof a),
+                                   ev__shape_str(ndim, shape, b, sizeof b), i,
+                                   (long long)t->shape[j]);
+        }
+    }
+    return ev__tensor_alias(t, t->dtype, ndim, res, strides, t->offset, out);
+}
+
+int ev_expand(ev_tensor *t, int ndim, const int64_t *shape, ev_tensor **out)
+{
+    return expand("expand", t, ndim, shape, 1, out);
+}
+
+int ev__broadcast_to(const char *fn, ev_tensor *t, int ndim, const int64_t *shape,
+                     ev_tensor **out)
+{
+    return expand(fn, t, ndim, shape, 0, out);
+}
+
+int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
+             ev_tensor **out)
+{
+    int rc = ev__check_tensor("slice", "the tensor", t);
+    int d;
+    if (rc || (rc = ev__norm_dim("slice", dim, t->ndim, &d))) {
+        return rc;
+    }
+    if (step <= 0) {
+        return ev__set_message(EV_EINVAL, "slice: step must be positive, got %lld",
+                               (long long)step);
+    }
+    int64_t size = t->shape[d];
+    /* Python's rules: negative bounds count from the end, then clamp. */
+    if (start < 0) {
+        start = start < -size ? 0 : start + size;
+    }
+    if (stop < 0) {
+        stop = stop < -size ? 0 : stop + size;
+    }
+    start = start > size ? size : start;
+    stop = stop > size ? size : stop;
+    int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d] = len;
+    strides[d] = t->strides[d] * step;
+    int64_t offset = t->offset + (len > 0 ? start * t->strides[d] : 0);
+    return ev__tensor_alias(t, t->dtype, t->ndim, shape, strides, offset, out);
+}
+
+int ev_squeeze(ev_tensor *t, int dim, ev_tensor **out)
+{
+    int rc = ev__check_tensor("squeeze", "the tensor", t);
+    int d;
+    if (rc || (rc = ev__norm_dim("squeeze", dim, t->ndim, &d))) {
+        return rc;
+    }
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (i == d && t->shape[i] == 1) {
+            continue;
+        }
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return ev__tensor_alias(t, t->dtype, n, shape, strides, t->offset, out);
+}
+
+int ev_squeeze_all(ev_tensor *t, ev_tensor **out)
+{
+    int rc = ev__check_tensor("squeeze", "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] != 1) {
+            shape[n] = t->shape[i];
+            strides[n++] = t->strides[i];
+        }
+    }
+    return ev__tensor_alias(t, t->dtype, n, shape, strides, t->offset, out);
+}
+
+int ev_unsqueeze(ev_tensor *t, int dim, ev_tensor **out)
+{
+    int rc = ev__check_tensor("unsqueeze", "the tensor", t);
+    if (rc) {
+        return rc;
+    }
+    if (t->ndim >= EV_MAX_DIMS) {
+        return ev__set_message(EV_EINVAL, "unsqueeze: a tensor has at most %d dimensions",
+                               EV_MAX_DIMS);
+    }
+    int d;
+    rc = ev__norm_dim("unsqueeze", dim, t->ndim + 1, &d);
+    if (rc) {
+        return rc;
+    }
+    int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
+    for (int i = 0, j = 0; i <= t->ndim; i++) {
+        if (i == d) {
+            shape[i] = 1;
+            /* Any stride works for size 1; this one keeps a contiguous
+             * tensor contiguous by every test. */
+            strides[i] = j < t->ndim ? t->strides[j] * t->shape[j] : 1;
+            continue;
+        }
+        shape[i] = t->shape[j];
+        strides[i] = t->strides[j];
+        j++;
+    }
+    return ev__tensor_alias(t, t->dtype, t->ndim + 1, shape, strides, t->offset, out);
+}

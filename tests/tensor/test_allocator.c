@@ -1,0 +1,231 @@
+/* Tests of the caching allocator and storage lifetime: size-class reuse,
+ * statistics, empty_cache, out-of-memory handling (through the engine's
+ * allocation fault injection), memory held until the last instruction that
+ * touches it has finished, and frees arriving from worker threads.
+ * EV_TEST_CONCURRENCY: also run under TSan. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "tensor_test.h"
+
+/* Exported by the engine for tests (src/core/internal.h). */
+void ev__fail_alloc_after(long n);
+
+static ev_allocator_stats stats(void)
+{
+    ev_allocator_stats s;
+    CHECK_OK(ev_allocator_get_stats(EV_DEVICE_CPU, 0, &s));
+    CHECK_EQ(s.cached, s.reserved - s.in_use);
+    return s;
+}
+
+static void test_reuse_and_stats(void)
+{
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_allocator_stats s0 = stats();
+    ev_tensor *t;
+    CHECK_OK(ev_empty(&EX, EV_FLOAT32, 1, SHAPE(1000), &t)); /* 4000 bytes */
+    ev_allocator_stats s1 = stats();
+    /* 4000 rounds up to the 4096 class (four classes per power of two). */
+    CHECK_EQ(s1.in_use - s0.in_use, 4096);
+    CHECK_GE(s1.peak_in_use, s1.in_use);
+    ev_tensor_unref(t); /* no instruction touched it: back at once */
+    ev_allocator_stats s2 = stats();
+    CHECK_EQ(s2.in_use, s0.in_use);
+    CHECK_GE(s2.cached, 4096);
+    /* The same class is served from the cache, without the system. */
+    CHECK_OK(ev_empty(&EX, EV_INT32, 2, SHAPE(31, 32), &t)); /* 3968 bytes: same class */
+    ev_allocator_stats s3 = stats();
+    CHECK_EQ(s3.n_sys_allocs, s2.n_sys_allocs);
+    CHECK_EQ(s3.n_cache_hits, s2.n_cache_hits + 1);
+    ev_tensor_unref(t);
+
+    /* Large blocks: a cached 5 MiB block serves 4.9 MiB but not 2 MiB. */
+    CHECK_OK(ev_empty(&EX, EV_INT64, 1, SHAPE(5 << 17), &t));
+    ev_tensor_unref(t);
+    ev_allocator_stats l0 = stats();
+    CHECK_OK(ev_empty(&EX, EV_INT64, 1, SHAPE(630000), &t)); /* ~4.8 MiB */
+    ev_allocator_stats l1 = stats();
+    CHECK_EQ(l1.n_cache_hits, l0.n_cache_hits + 1);
+    CHECK_EQ(l1.in_use - l0.in_use, 5 << 20);
+    ev_tensor *u;
+    CHECK_OK(ev_empty(&EX, EV_INT64, 1, SHAPE(1 << 18), &u)); /* 2 MiB: new block */
+    ev_allocator_stats l2 = stats();
+    CHECK_EQ(l2.n_sys_allocs, l1.n_sys_allocs + 1);
+    ev_tensor_unref(t);
+    ev_tensor_unref(u);
+
+    /* Zero-size tensors take no memory. */
+    ev_allocator_stats z0 = stats();
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT64, 2, SHAPE(0, 100), &t));
+    CHECK_EQ(stats().in_use, z0.in_use);
+    ev_tensor_unref(t);
+
+    CHECK_OK(ev_allocator_empty_cache(EV_DEVICE_CPU, 0));
+    ev_allocator_stats e = stats();
+    CHECK_EQ(e.cached, 0);
+    CHECK_OK(ev_allocator_reset_peak(EV_DEVICE_CPU, 0));
+    CHECK_EQ(stats().peak_in_use, e.in_use);
+    ev_allocator_stats bad;
+    CHECK_EQ(ev_allocator_get_stats(EV_DEVICE_CUDA, 0, &bad), EV_EINVAL);
+    CHECK_EQ(ev_allocator_empty_cache(EV_DEVICE_CPU, 3), EV_EINVAL);
+}
+
+static void test_out_of_memory(void)
+{
+    /* Keep something cached, then make every system allocation fail after
+     * the storage struct: the allocator empties its cache, retries once and
+     * fails cleanly; the runtime stays usable and nothing leaks. */
+    ev_tensor *t;
+    CHECK_OK(ev_empty(&EX, EV_FLOAT32, 1, SHAPE(300000), &t));
+    ev_tensor_unref(t);
+    CHECK_GT(stats().cached, 0);
+    ev_allocator_stats s0 = stats();
+    ev__fail_alloc_after(1);
+    int rc = ev_ones(&EX, EV_FLOAT64, 2, SHAPE(1000, 1000), &t);
+    ev__fail_alloc_after(-1);
+    CHECK_EQ(rc, EV_ENOMEM);
+    CHECK_STR_CONTAINS(ev_last_message(), "cpu allocator: out of memory allocating 8000000 bytes");
+    ev_allocator_stats s1 = stats();
+    CHECK_EQ(s1.n_oom_retries, s0.n_oom_retries + 1);
+    CHECK_EQ(s1.cached, 0);
+    CHECK_EQ(s1.in_use, s0.in_use);
+    /* Every first allocation of the call failing also fails cleanly. */
+    ev__fail_alloc_after(0);
+    rc = ev_ones(&EX, EV_FLOAT64, 1, SHAPE(10), &t);
+    ev__fail_alloc_after(-1);
+    CHECK_EQ(rc, EV_ENOMEM);
+    /* An op whose output cannot be allocated queues nothing. */
+    ev_tensor *a;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(100000), &a));
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_vm_stats v0, v1;
+    ev_vm_get_stats(test_vm, &v0);
+    for (long k = 0; k < 4; k++) {
+        ev__fail_alloc_after(k);
+        rc = ev_add(&EX, a, a, &t);
+        ev__fail_alloc_after(-1);
+        if (rc == 0) {
+            ev_tensor_unref(t);
+            break;
+        }
+        CHECK_EQ(rc, EV_ENOMEM);
+    }
+    ev_vm_get_stats(test_vm, &v1);
+    CHECK_LE(v1.submitted, v0.submitted + 1);
+    CHECK_OK(ev_add(&EX, a, a, &t));
+    double g[3];
+    ev_tensor *sl;
+    CHECK_OK(ev_slice(t, 0, 0, 3, 1, &sl));
+    read_f64(sl, g);
+    CHECK_CLOSE(g[2], 2.0, 0);
+    ev_tensor_unref(sl);
+    ev_tensor_unref(t);
+    ev_tensor_unref(a);
+}
+
+/* A kernel that holds its worker until the test lets it go. */
+static atomic_int gate;
+
+static int wait_gate(void *arg, ev_kctx *kc)
+{
+    (void)arg;
+    (void)kc;
+    /* acquire: pairs with the test's release store. */
+    while (!atomic_load_explicit(&gate, memory_order_acquire)) {
+        sched_yield();
+    }
+    return 0;
+}
+
+static void test_freed_after_last_instruction(void)
+{
+    /* DESIGN rule 4: dropping the last reference while an instruction that
+     * reads the storage is still pending must not return the memory yet. */
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    CHECK_OK(ev_allocator_empty_cache(EV_DEVICE_CPU, 0));
+    ev_allocator_stats s0 = stats();
+    ev_tensor *t;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(1 << 20), &t));
+    atomic_store_explicit(&gate, 0, memory_order_relaxed);
+    ev_operand op = {ev_tensor_obj(t), EV_READ};
+    ev_instr_desc d = {
+        .kernel = wait_gate,
+        .stream = ev_cpu_stream(0),
+        .operands = &op,
+        .n_operands = 1,
+        .name = "wait_gate",
+    };
+    CHECK_OK(ev_submit(test_vm, &d, NULL));
+    ev_tensor_unref(t);
+    CHECK_EQ(stats().in_use, s0.in_use + (4 << 20)); /* still held */
+    atomic_store_explicit(&gate, 1, memory_order_release);
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    /* The release runs after the reader finished. */
+    for (int i = 0; i < 1000 && stats().in_use != s0.in_use; i++) {
+        sched_yield();
+    }
+    CHECK_EQ(stats().in_use, s0.in_use);
+}
+
+/* Several OS threads issue ops on their own worker threads, dropping their
+ * temporaries at once, so frees come back from several workers while other
+ * threads allocate. */
+static void *churn(void *arg)
+{
+    uint32_t uid = *(uint32_t *)arg;
+    ev_exec ex = {test_vm, uid, NULL};
+    long iters = ev_test_scaled(300);
+    ev_tensor *acc;
+    CHECK_OK(ev_zeros(&ex, EV_FLOAT64, 1, SHAPE(257), &acc));
+    for (long i = 0; i < iters; i++) {
+        ev_tensor *a, *b;
+        CHECK_OK(ev_full(&ex, EV_FLOAT64, 1, SHAPE(257), ev_scalar_float(1), &a));
+        CHECK_OK(ev_mul(&ex, a, a, &b));
+        ev_tensor_unref(a);
+        CHECK_OK(ev_add_(&ex, acc, b));
+        ev_tensor_unref(b);
+    }
+    double g[257];
+    CHECK_OK(ev_to_host(&ex, acc, g));
+    for (int i = 0; i < 257; i++) {
+        CHECK_CLOSE(g[i], (double)iters, 0);
+    }
+    ev_tensor_unref(acc);
+    return NULL;
+}
+
+static void test_concurrent_churn(void)
+{
+    enum { N = 3 };
+    pthread_t th[N];
+    uint32_t uids[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(ev_vm_thread_acquire(test_vm, &uids[i]));
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(pthread_create(&th[i], NULL, churn, &uids[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+    }
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(ev_vm_thread_release(test_vm, uids[i]));
+    }
+}
+
+int main(void)
+{
+    test_setup();
+    RUN_TEST(test_reuse_and_stats);
+    RUN_TEST(test_out_of_memory);
+    RUN_TEST(test_freed_after_last_instruction);
+    RUN_TEST(test_concurrent_churn);
+    test_teardown();
+    ev_allocator_stats s = stats();
+    CHECK_EQ(s.in_use, 0); /* every storage came back */
+    CHECK_OK(ev_allocator_empty_cache(EV_DEVICE_CPU, 0));
+    return 0;
+}

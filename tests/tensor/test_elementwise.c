@@ -1,0 +1,452 @@
+/* Tests of elementwise binary and unary ops: every op against a reference
+ * computed here element by element (NumPy's documented semantics), with
+ * broadcasting, promotion, non-contiguous and overlapping operands, 0-d and
+ * zero-size tensors, in-place forms, and the errors raised at the call. */
+#include "tensor_test.h"
+
+/* ------------------------------------------------------------- references */
+
+static double py_floordiv(double a, double b)
+{
+    return floor(a / b);
+}
+
+static double py_mod(double a, double b)
+{
+    double m = fmod(a, b);
+    if (m != 0 && ((m < 0) != (b < 0))) {
+        m += b;
+    }
+    return m;
+}
+
+static void test_arith_float(void)
+{
+    const double av[] = {7.5, -7.5, 3, -0.5, 1e10, 2, 0.25, -3};
+    const double bv[] = {-2, 2, 3, 4, 3, -1.5, 0.5, 7};
+    const int64_t n = 8;
+    for (int dt = EV_FLOAT32; dt <= EV_FLOAT64; dt++) {
+        ev_tensor *a = tensor_from((ev_dtype)dt, 1, &n, av);
+        ev_tensor *b = tensor_from((ev_dtype)dt, 1, &n, bv);
+        double rtol = dt == EV_FLOAT32 ? 1e-6 : 1e-15;
+        for (int op = EV_OP_ADD; op <= EV_OP_MINIMUM; op++) {
+            ev_tensor *c;
+            CHECK_OK(ev_binary(&EX, op, a, b, &c));
+            double want[8];
+            for (int i = 0; i < n; i++) {
+                /* The reference sees the inputs as the dtype holds them. */
+                double x = dt == EV_FLOAT32 ? (float)av[i] : av[i];
+                double y = dt == EV_FLOAT32 ? (float)bv[i] : bv[i];
+                switch (op) {
+                case EV_OP_ADD: want[i] = x + y; break;
+                case EV_OP_SUB: want[i] = x - y; break;
+                case EV_OP_MUL: want[i] = x * y; break;
+                case EV_OP_DIV: want[i] = x / y; break;
+                case EV_OP_FLOOR_DIVIDE: want[i] = py_floordiv(x, y); break;
+                case EV_OP_REMAINDER: want[i] = py_mod(x, y); break;
+                case EV_OP_POW: want[i] = pow(x, y); break;
+                case EV_OP_MAXIMUM: want[i] = x > y ? x : y; break;
+                default: want[i] = x < y ? x : y; break;
+                }
+                if (dt == EV_FLOAT32) {
+                    want[i] = (float)want[i];
+                }
+            }
+            check_tensor(c, (ev_dtype)dt, 1, &n, want, op == EV_OP_POW ? rtol * 4 : rtol);
+            ev_tensor_unref(c);
+        }
+        ev_tensor_unref(a);
+        ev_tensor_unref(b);
+    }
+    /* Division by zero and NaN, as NumPy: 1 // 0. = inf, 1 % 0. = nan,
+     * -0.5 // inf... and maximum/minimum propagate NaN. */
+    ev_tensor *a = tensor_from(EV_FLOAT64, 1, SHAPE(4), VALS(1, -1, NAN, 2));
+    ev_tensor *b = tensor_from(EV_FLOAT64, 1, SHAPE(4), VALS(0, 0, 1, NAN));
+    ev_tensor *c;
+    CHECK_OK(ev_floor_divide(&EX, a, b, &c));
+    check_tensor(c, EV_FLOAT64, 1, SHAPE(4), VALS(INFINITY, -INFINITY, NAN, NAN), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_remainder(&EX, a, b, &c));
+    check_tensor(c, EV_FLOAT64, 1, SHAPE(4), VALS(NAN, NAN, NAN, NAN), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_maximum(&EX, a, b, &c));
+    check_tensor(c, EV_FLOAT64, 1, SHAPE(4), VALS(1, 0, NAN, NAN), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_minimum(&EX, b, a, &c));
+    check_tensor(c, EV_FLOAT64, 1, SHAPE(4), VALS(0, -1, NAN, NAN), 0);
+    ev_tensor_unref(c);
+    ev_tensor_unref(a);
+    ev_tensor_unref(b);
+}
+
+static void test_arith_int(void)
+{
+    /* Python semantics for // and %, 0 for division by zero, MIN // -1
+     * wraps, + and * wrap. */
+    const int64_t n = 8;
+    for (int dt = EV_INT32; dt <= EV_INT64; dt++) {
+        int64_t mn = dt == EV_INT32 ? INT32_MIN : INT64_MIN;
+        int64_t mx = dt == EV_INT32 ? INT32_MAX : INT64_MAX;
+        int64_t av[8] = {7, -7, 7, -7, 5, mn, mx, 6};
+        int64_t bv[8] = {2, 2, -2, -2, 0, -1, 1, 3};
+        ev_tensor *a64, *b64, *a, *b;
+        CHECK_OK(ev_from_host(&EX, EV_INT64, 1, &n, av, &a64));
+        CHECK_OK(ev_from_host(&EX, EV_INT64, 1, &n, bv, &b64));
+        CHECK_OK(ev_cast(&EX, a64, (ev_dtype)dt, &a));
+        CHECK_OK(ev_cast(&EX, b64, (ev_dtype)dt, &b));
+        const int64_t fd[8] = {3, -4, -4, 3, 0, mn, mx, 2};
+        const int64_t md[8] = {1, 1, -1, -1, 0, 0, 0, 0};
+        const int64_t sum[8] = {9, -5, 5, -9, 5, mx, mn, 9}; /* mx + 1 wraps to mn */
+        ev_tensor *c;
+        int64_t got[8];
+        CHECK_OK(ev_floor_divide(&EX, a, b, &c));
+        CHECK_EQ(ev_tensor_dtype(c), dt);
+        read_i64(c, got);
+        for (int i = 0; i < n; i++) {
+            CHECK_EQ(got[i], fd[i]);
+        }
+        ev_tensor_unref(c);
+        CHECK_OK(ev_remainder(&EX, a, b, &c));
+        read_i64(c, got);
+        for (int i = 0; i < n; i++) {
+            CHECK_EQ(got[i], md[i]);
+        }
+        ev_tensor_unref(c);
+        CHECK_OK(ev_add(&EX, a, b, &c));
+        read_i64(c, got);
+        for (int i = 0; i < n; i++) {
+            CHECK_EQ(got[i], sum[i]);
+        }
+        ev_tensor_unref(c);
+        /* True division of integers gives float64. */
+        CHECK_OK(ev_div(&EX, a, b, &c));
+        CHECK_EQ(ev_tensor_dtype(c), EV_FLOAT64);
+        double gd[8];
+        read_f64(c, gd);
+        CHECK_CLOSE(gd[1], -3.5, 0);
+        CHECK(isinf(gd[4]));
+        ev_tensor_unref(c);
+        ev_tensor_unref(a);
+        ev_tensor_unref(b);
+        ev_tensor_unref(a64);
+        ev_tensor_unref(b64);
+    }
+    ev_tensor *a = tensor_from(EV_INT32, 1, SHAPE(5), VALS(2, 3, -2, 0, 7));
+    ev_tensor *b = tensor_from(EV_INT32, 1, SHAPE(5), VALS(10, 0, 3, 0, 2));
+    ev_tensor *c;
+    CHECK_OK(ev_pow(&EX, a, b, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(5), VALS(1024, 1, -8, 1, 49), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_mul(&EX, a, b, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(5), VALS(20, 0, -6, 0, 14), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_sub(&EX, a, b, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(5), VALS(-8, 3, -5, 0, 5), 0);
+    ev_tensor_unref(c);
+    ev_tensor_unref(a);
+    ev_tensor_unref(b);
+}
+
+static void test_compare_logical(void)
+{
+    ev_tensor *a = tensor_from(EV_INT32, 1, SHAPE(4), VALS(1, 2, 3, 0));
+    ev_tensor *b = tensor_from(EV_FLOAT32, 1, SHAPE(4), VALS(1.5, 2, 2.5, NAN));
+    const double want[6][4] = {
+        {0, 1, 0, 0}, /* eq */
+        {1, 0, 1, 1}, /* ne */
+        {1, 0, 0, 0}, /* lt */
+        {1, 1, 0, 0}, /* le */
+        {0, 0, 1, 0}, /* gt */
+        {0, 1, 1, 0}, /* ge */
+    };
+    for (int op = EV_OP_EQ; op <= EV_OP_GE; op++) {
+        ev_tensor *c;
+        CHECK_OK(ev_binary(&EX, op, a, b, &c));
+        check_tensor(c, EV_BOOL, 1, SHAPE(4), want[op - EV_OP_EQ], 0);
+        ev_tensor_unref(c);
+    }
+    /* Logical ops take x != 0 (NaN is true). */
+    ev_tensor *c;
+    CHECK_OK(ev_logical_and(&EX, a, b, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(1, 1, 1, 0), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_logical_or(&EX, a, b, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(1, 1, 1, 1), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_logical_xor(&EX, a, b, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(0, 0, 0, 1), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_logical_not(&EX, b, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(0, 0, 0, 0), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_logical_not(&EX, a, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(0, 0, 0, 1), 0);
+    ev_tensor_unref(c);
+    /* bool arithmetic: add is or, mul is and, as NumPy. */
+    ev_tensor *p = tensor_from(EV_BOOL, 1, SHAPE(4), VALS(0, 0, 1, 1));
+    ev_tensor *q = tensor_from(EV_BOOL, 1, SHAPE(4), VALS(0, 1, 0, 1));
+    CHECK_OK(ev_add(&EX, p, q, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(0, 1, 1, 1), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_mul(&EX, p, q, &c));
+    check_tensor(c, EV_BOOL, 1, SHAPE(4), VALS(0, 0, 0, 1), 0);
+    ev_tensor_unref(c);
+    CHECK_EQ(ev_sub(&EX, p, q, &c), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "sub: subtracting bool tensors is not supported");
+    ev_tensor *ts[] = {a, b, p, q};
+    for (int i = 0; i < 4; i++) {
+        ev_tensor_unref(ts[i]);
+    }
+}
+
+static void test_broadcast_promote(void)
+{
+    /* [3, 1] int32 + [1, 4] float32 -> [3, 4] float64 (NumPy promotion). */
+    ev_tensor *col = tensor_from(EV_INT32, 2, SHAPE(3, 1), VALS(0, 10, 20));
+    ev_tensor *row = tensor_from(EV_FLOAT32, 2, SHAPE(1, 4), VALS(0.5, 1, 2, 3));
+    ev_tensor *c;
+    CHECK_OK(ev_add(&EX, col, row, &c));
+    double want[12];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 4; j++) {
+            want[i * 4 + j] = i * 10 + (j == 0 ? 0.5 : j);
+        }
+    }
+    check_tensor(c, EV_FLOAT64, 2, SHAPE(3, 4), want, 0);
+    ev_tensor_unref(c);
+    /* 0-d with [4], and bool with int64. */
+    ev_tensor *s = tensor_from(EV_INT64, 0, NULL, VALS(100));
+    ev_tensor *bl = tensor_from(EV_BOOL, 1, SHAPE(4), VALS(1, 0, 1, 1));
+    CHECK_OK(ev_mul(&EX, s, bl, &c));
+    check_tensor(c, EV_INT64, 1, SHAPE(4), VALS(100, 0, 100, 100), 0);
+    ev_tensor_unref(c);
+    /* 0-d with 0-d is 0-d. */
+    CHECK_OK(ev_sub(&EX, s, s, &c));
+    check_tensor(c, EV_INT64, 0, NULL, VALS(0), 0);
+    ev_tensor_unref(c);
+    /* Zero-size: [0, 3] + [3] -> [0, 3]; [2, 0] with [2, 1]. */
+    ev_tensor *e, *three = tensor_from(EV_FLOAT32, 1, SHAPE(3), VALS(1, 2, 3));
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT32, 2, SHAPE(0, 3), &e));
+    CHECK_OK(ev_add(&EX, e, three, &c));
+    check_tensor(c, EV_FLOAT32, 2, SHAPE(0, 3), NULL, 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_exp(&EX, e, &c));
+    CHECK_EQ(ev_tensor_numel(c), 0);
+    ev_tensor_unref(c);
+    /* Errors name the op and both shapes; nothing is queued. */
+    ev_vm_stats before, after;
+    CHECK_EQ(ev_add(&EX, row, three, &c), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "add: shapes [1, 4] and [3] cannot be broadcast");
+    ev_tensor *four = tensor_from(EV_FLOAT32, 1, SHAPE(4), VALS(1, 2, 3, 4));
+    /* Quiesce first: storage releases of earlier temporaries count too. */
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_vm_get_stats(test_vm, &before);
+    CHECK_EQ(ev_maximum(&EX, three, four, &c), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "maximum: shapes [3] and [4] cannot be broadcast");
+    CHECK_EQ(ev_add(&EX, NULL, four, &c), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "add: a is NULL");
+    CHECK_EQ(ev_binary(&EX, 99, four, four, &c), EV_EINVAL);
+    ev_vm_get_stats(test_vm, &after);
+    CHECK_EQ(after.submitted, before.submitted);
+    ev_tensor *ts[] = {col, row, s, bl, e, three, four};
+    for (int i = 0; i < 7; i++) {
+        ev_tensor_unref(ts[i]);
+    }
+}
+
+static void test_noncontiguous(void)
+{
+    /* a = arange(3000).reshape(30, 100); x = a.T[::3] has shape [34, 30] and
+     * strides [3, 100]. Long flat rows below cross the 256-element block
+     * boundary of the buffered path. */
+    ev_tensor *a, *a2, *t, *x;
+    CHECK_OK(ev_arange(&EX, ev_scalar_int(0), ev_scalar_int(3000), ev_scalar_int(1), EV_INT32,
+                       &a));
+    CHECK_OK(ev_view(a, 2, SHAPE(30, 100), &a2));
+    CHECK_OK(ev_transpose(a2, 0, 1, &t));      /* [100, 30], strides [1, 100] */
+    CHECK_OK(ev_slice(t, 0, 0, INT64_MAX, 3, &x)); /* [34, 30], strides [3, 100] */
+    ev_tensor *y;
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 2, SHAPE(34, 30), ev_scalar_float(0.5), &y));
+    ev_tensor *c;
+    CHECK_OK(ev_add(&EX, x, y, &c)); /* int32 + float32 -> float64, buffered */
+    double want[34 * 30];
+    for (int i = 0; i < 34; i++) {
+        for (int j = 0; j < 30; j++) {
+            want[i * 30 + j] = (3 * i) + 100 * j + 0.5;
+        }
+    }
+    check_tensor(c, EV_FLOAT64, 2, SHAPE(34, 30), want, 0);
+    ev_tensor_unref(c);
+    /* Long strided rows of one dtype: a[:, ::2] * 2 on a flat view. */
+    ev_tensor *flat, *two;
+    CHECK_OK(ev_slice(a, 0, 1, INT64_MAX, 2, &flat)); /* 1500 odd numbers */
+    two = tensor_from(EV_INT32, 0, NULL, VALS(2));
+    CHECK_OK(ev_mul(&EX, flat, two, &c));
+    double w2[1500];
+    for (int i = 0; i < 1500; i++) {
+        w2[i] = 2.0 * (2 * i + 1);
+    }
+    check_tensor(c, EV_INT32, 1, SHAPE(1500), w2, 0);
+    ev_tensor_unref(c);
+    /* Unary on a transposed view. */
+    CHECK_OK(ev_neg(&EX, x, &c));
+    for (int i = 0; i < 34 * 30; i++) {
+        want[i] = -(want[i] - 0.5);
+    }
+    check_tensor(c, EV_INT32, 2, SHAPE(34, 30), want, 0);
+    ev_tensor_unref(c);
+    ev_tensor *ts[] = {a, a2, t, x, y, flat, two};
+    for (int i = 0; i < 7; i++) {
+        ev_tensor_unref(ts[i]);
+    }
+}
+
+static void test_inplace(void)
+{
+    ev_tensor *m = tensor_from(EV_INT32, 2, SHAPE(2, 3), VALS(1, 2, 3, 4, 5, 6));
+    ev_tensor *r = tensor_from(EV_INT64, 1, SHAPE(3), VALS(10, 20, INT32_MAX));
+    CHECK_OK(ev_add_(&EX, m, r)); /* int32 += int64: same kind, wraps */
+    check_tensor(m, EV_INT32, 2, SHAPE(2, 3),
+                 VALS(11, 22, (double)INT32_MIN + 2, 14, 25, (double)INT32_MIN + 5), 0);
+    ev_tensor *f = tensor_from(EV_FLOAT32, 0, NULL, VALS(1.5));
+    CHECK_EQ(ev_mul_(&EX, m, f), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "mul_: the result dtype float64 cannot be cast to the "
+                                          "in-place operand's dtype int32");
+    CHECK_EQ(ev_div_(&EX, m, m), EV_ETYPE);
+    ev_tensor *big = tensor_from(EV_INT32, 2, SHAPE(2, 1), VALS(1, 2));
+    ev_tensor *row = tensor_from(EV_INT32, 1, SHAPE(3), VALS(1, 2, 3));
+    CHECK_EQ(ev_add_(&EX, big, row), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "add_: the result of shape [2, 3] does not fit the "
+                                          "in-place operand of shape [2, 1]");
+    /* In place on a strided view: m[:, ::2] -= 1 (comparison in place into
+     * int: m[1] = m[1] > 20). */
+    ev_tensor *v, *one = tensor_from(EV_INT32, 0, NULL, VALS(1)), *row1, *twenty;
+    CHECK_OK(ev_slice(m, 1, 0, 3, 2, &v));
+    CHECK_OK(ev_sub_(&EX, v, one));
+    CHECK_OK(ev_slice(m, 0, 1, 2, 1, &row1));
+    twenty = tensor_from(EV_INT32, 0, NULL, VALS(20));
+    CHECK_OK(ev_gt_(&EX, row1, twenty));
+    check_tensor(m, EV_INT32, 2, SHAPE(2, 3), VALS(10, 22, (double)INT32_MIN + 1, 0, 1, 0), 0);
+    /* Overlap: x[1:] += x[:-1] reads the old values (as NumPy). */
+    ev_tensor *x = tensor_from(EV_FLOAT64, 1, SHAPE(5), VALS(1, 2, 3, 4, 5)), *hi, *lo;
+    CHECK_OK(ev_slice(x, 0, 1, 5, 1, &hi));
+    CHECK_OK(ev_slice(x, 0, 0, 4, 1, &lo));
+    CHECK_OK(ev_add_(&EX, hi, lo));
+    check_tensor(x, EV_FLOAT64, 1, SHAPE(5), VALS(1, 3, 5, 7, 9), 0);
+    CHECK_OK(ev_mul_(&EX, x, x)); /* exact alias: fine in place */
+    check_tensor(x, EV_FLOAT64, 1, SHAPE(5), VALS(1, 9, 25, 49, 81), 0);
+    /* Unary in place, and a float function on an int tensor refused. */
+    CHECK_OK(ev_sqrt_(&EX, x));
+    check_tensor(x, EV_FLOAT64, 1, SHAPE(5), VALS(1, 3, 5, 7, 9), 0);
+    CHECK_EQ(ev_exp_(&EX, m), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "exp_: the result dtype float64 cannot be cast");
+    ev_tensor *ts[] = {m, r, f, big, row, v, one, row1, twenty, x, hi, lo};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        ev_tensor_unref(ts[i]);
+    }
+}
+
+static double ref_unary(int op, double x)
+{
+    switch (op) {
+    case EV_OP_NEG: return -x;
+    case EV_OP_ABS: return fabs(x);
+    case EV_OP_EXP: return exp(x);
+    case EV_OP_LOG: return log(x);
+    case EV_OP_SQRT: return sqrt(x);
+    case EV_OP_RSQRT: return 1 / sqrt(x);
+    case EV_OP_SIN: return sin(x);
+    case EV_OP_COS: return cos(x);
+    case EV_OP_TANH: return tanh(x);
+    case EV_OP_SIGMOID: return 1 / (1 + exp(-x));
+    case EV_OP_RELU: return x < 0 ? 0 : x;
+    case EV_OP_GELU: return x * 0.5 * erfc(-x / sqrt(2.0));
+    default: return x == 0;
+    }
+}
+
+static void test_unary(void)
+{
+    const double xv[] = {0.5, -1.25, 2, 0, -0.001, 3.75, 10, -20};
+    const int64_t n = 8;
+    for (int dt = EV_FLOAT32; dt <= EV_FLOAT64; dt++) {
+        ev_tensor *x = tensor_from((ev_dtype)dt, 1, &n, xv);
+        for (int op = 0; op < EV_UNARY_OP_COUNT; op++) {
+            ev_tensor *c;
+            CHECK_OK(ev_unary(&EX, op, x, &c));
+            double want[8];
+            for (int i = 0; i < n; i++) {
+                double v = dt == EV_FLOAT32 ? (float)xv[i] : xv[i];
+                want[i] = ref_unary(op, v);
+            }
+            ev_dtype rd = op == EV_OP_LOGICAL_NOT ? EV_BOOL : (ev_dtype)dt;
+            check_tensor(c, rd, 1, &n, want, dt == EV_FLOAT32 ? 2e-6 : 1e-14);
+            ev_tensor_unref(c);
+        }
+        ev_tensor_unref(x);
+    }
+    /* Integer inputs: exp gives float64; abs and neg wrap at the minimum. */
+    ev_tensor *i = tensor_from(EV_INT32, 1, SHAPE(3), VALS(INT32_MIN, -3, 4)), *c;
+    CHECK_OK(ev_abs(&EX, i, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(3), VALS(INT32_MIN, 3, 4), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_neg(&EX, i, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(3), VALS(INT32_MIN, 3, -4), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_relu(&EX, i, &c));
+    check_tensor(c, EV_INT32, 1, SHAPE(3), VALS(0, 0, 4), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_exp(&EX, i, &c));
+    check_tensor(c, EV_FLOAT64, 1, SHAPE(3), VALS(0, exp(-3), exp(4)), 1e-15);
+    ev_tensor_unref(c);
+    ev_tensor *b = tensor_from(EV_BOOL, 1, SHAPE(2), VALS(1, 0));
+    CHECK_OK(ev_sqrt(&EX, b, &c));
+    check_tensor(c, EV_FLOAT32, 1, SHAPE(2), VALS(1, 0), 0);
+    ev_tensor_unref(c);
+    CHECK_EQ(ev_neg(&EX, b, &c), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "neg: not supported for dtype bool");
+    CHECK_EQ(ev_unary(&EX, -1, b, &c), EV_EINVAL);
+    ev_tensor_unref(b);
+    ev_tensor_unref(i);
+}
+
+static void test_clamp(void)
+{
+    ev_tensor *x = tensor_from(EV_FLOAT32, 1, SHAPE(5), VALS(-2, 0.5, 3, NAN, 1)), *c;
+    ev_scalar lo = ev_scalar_float(0), hi = ev_scalar_int(1);
+    CHECK_OK(ev_clamp(&EX, x, &lo, &hi, &c));
+    check_tensor(c, EV_FLOAT32, 1, SHAPE(5), VALS(0, 0.5, 1, NAN, 1), 0);
+    ev_tensor_unref(c);
+    CHECK_OK(ev_clamp(&EX, x, NULL, &hi, &c));
+    check_tensor(c, EV_FLOAT32, 1, SHAPE(5), VALS(-2, 0.5, 1, NAN, 1), 0);
+    ev_tensor_unref(c);
+    /* min > max gives max everywhere (numpy.clip). */
+    ev_scalar lo2 = ev_scalar_int(5);
+    CHECK_OK(ev_clamp(&EX, x, &lo2, &hi, &c));
+    check_tensor(c, EV_FLOAT32, 1, SHAPE(5), VALS(1, 1, 1, NAN, 1), 0);
+    ev_tensor_unref(c);
+    ev_tensor *i = tensor_from(EV_INT64, 1, SHAPE(4), VALS(-5, 0, 5, 10));
+    ev_scalar ilo = ev_scalar_int(-1), ihi = ev_scalar_int(6);
+    CHECK_OK(ev_clamp_(&EX, i, &ilo, &ihi));
+    check_tensor(i, EV_INT64, 1, SHAPE(4), VALS(-1, 0, 5, 6), 0);
+    CHECK_EQ(ev_clamp(&EX, i, &lo, NULL, &c), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "clamp: a float min for a tensor of dtype int64");
+    CHECK_EQ(ev_clamp(&EX, i, NULL, NULL, &c), EV_EINVAL);
+    ev_tensor_unref(i);
+    ev_tensor_unref(x);
+}
+
+int main(void)
+{
+    test_setup();
+    RUN_TEST(test_arith_float);
+    RUN_TEST(test_arith_int);
+    RUN_TEST(test_compare_logical);
+    RUN_TEST(test_broadcast_promote);
+    RUN_TEST(test_noncontiguous);
+    RUN_TEST(test_inplace);
+    RUN_TEST(test_unary);
+    RUN_TEST(test_clamp);
+    test_teardown();
+    return 0;
+}
