@@ -101,7 +101,9 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
         ev__profile_free(w);
         pthread_mutex_unlock(&w->prof_lock);
     }
-    qsort(out, n, sizeof *out, by_issue);
+    if (n) {
+        qsort(out, n, sizeof *out, by_issue);
+    }
     *records_out = out;
     *count_out = n;
     return 0;
