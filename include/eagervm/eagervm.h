@@ -1,0 +1,10 @@
+/* eagervm: the umbrella header — the engine (vm.h), tensors (tensor.h) and
+ * their ops (ops.h). */
+#ifndef EAGERVM_EAGERVM_H
+#define EAGERVM_EAGERVM_H
+
+#include "eagervm/vm.h"
+#include "eagervm/tensor.h"
+#include "eagervm/ops.h"
+
+#endif
