@@ -1,0 +1,388 @@
+/* matmul with NumPy semantics (1-D and 2-D operands, batches with broadcast
+ * batch dimensions): float32/float64 through OpenBLAS when the build found it,
+ * integers (and floats without BLAS) through our own kernel; the BLAS thread
+ * policy that keeps BLAS threads and eagervm workers from oversubscribing. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ops/ops-impl.h"
+
+#ifdef EV_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+/* ------------------------------------------------------- built-in kernel */
+
+/* C (n x m, contiguous) = A (n x k, strides asr, asc) . B (k x m, strides
+ * bsr, bsc), in elements. i-p-j order so that the innermost loop runs along
+ * a row of C and of B (vectorized when B's rows are dense), with k cut into
+ * blocks so that a block of B rows stays in cache while C's row is updated.
+ * Integers accumulate in the unsigned twin: wraps like NumPy, no UB. */
+#define KBLOCK 128
+#define GEMM_REF(SUF, T, U)                                                        \
+    static void gemm_##SUF(int64_t n, int64_t k, int64_t m, const T *A, int64_t asr, \
+                           int64_t asc, const T *B, int64_t bsr, int64_t bsc, T *C)  \
+    {                                                                              \
+        memset(C, 0, sizeof(T) * (size_t)(n * m));                                 \
+        for (int64_t p0 = 0; p0 < k; p0 += KBLOCK) {                               \
+            int64_t p1 = p0 + KBLOCK < k ? p0 + KBLOCK : k;                        \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                T *restrict c = C + i * m;                                         \
+                for (int64_t p = p0; p < p1; p++) {                                \
+                    U av = (U)A[i * asr + p * asc];                                \
+                    const T *restrict b = B + p * bsr;                             \
+                    if (bsc == 1) {                                                \
+                        for (int64_t j = 0; j < m; j++) {                          \
+                            c[j] = (T)((U)c[j] + av * (U)b[j]);                    \
+                        }                                                          \
+                    } else {                                                       \
+                        for (int64_t j = 0; j < m; j++) {                          \
+                            c[j] = (T)((U)c[j] + av * (U)b[j * bsc]);              \
+                        }                                                          \
+                    }                                                              \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }
+GEMM_REF(i32, int32_t, uint32_t)
+GEMM_REF(i64, int64_t, uint64_t)
+GEMM_REF(f32, float, float)
+GEMM_REF(f64, double, double)
+
+/* ------------------------------------------------------------------ BLAS */
+
+/* The BLAS form of a rows x cols matrix with element strides sr, sc: 0 for
+ * row-major ("no transpose", leading dimension sr), 1 for column-major
+ * ("transpose", leading dimension sc), -1 if BLAS cannot take it (then the
+ * caller makes it contiguous). A dimension of size 1 may have any stride. */
+static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t *ld)
+{
+    if ((cols <= 1 || sc == 1) && (rows <= 1 || sr >= cols)) {
+        *ld = rows <= 1 ? (cols > 1 ? cols : 1) : sr;
+        return 0;
+    }
+    if ((rows <= 1 || sr == 1) && (cols <= 1 || sc >= rows)) {
+        *ld = cols <= 1 ? (rows > 1 ? rows : 1) : sc;
+        return 1;
+    }
+    return -1;
+}
+
+#ifdef EV_HAVE_BLAS
+/* BLAS thread policy. NumPy lets one large matmul use every core, and so do
+ * we when it runs alone; but each eagervm worker may be inside a BLAS call at
+ * once, and OpenBLAS threads per call would then oversubscribe the cores.
+ * The engine does not say how many workers are busy (and the ops layer must
+ * not reach into it), so we count what matters here: kernels inside a BLAS
+ * call. Before each gemm a kernel asks for max(1, ncores - others), where
+ * others is the number of other kernels inside BLAS at that moment. The
+ * OpenBLAS setting is process-wide and applies to calls that start after it,
+ * so a call already running keeps its threads until it returns: the policy
+ * bounds oversubscription to the overlap of calls, it does not remove it.
+ * Workers busy with non-BLAS kernels are not counted (they are memory bound
+ * and short next to a large gemm). */
+/* Under ThreadSanitizer, OpenBLAS runs single-threaded: its threads hand
+ * work over through spin flags in uninstrumented code, which TSan cannot see
+ * and reports as races on our buffers. On the calling worker the accesses
+ * are ordered by the engine, which TSan does see. */
+#if defined(__SANITIZE_THREAD__)
+#define EV_BLAS_ONE_THREAD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EV_BLAS_ONE_THREAD 1
+#endif
+#endif
+
+static atomic_int blas_busy;      /* kernels inside a BLAS call now */
+static atomic_int blas_threads;   /* last count given to OpenBLAS; 0: never set */
+
+static int ncores(void)
+{
+    static atomic_int cached;
+    int n = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (n == 0) {
+        long v = sysconf(_SC_NPROCESSORS_ONLN);
+        n = v > 0 ? (int)v : 1;
+        atomic_store_explicit(&cached, n, memory_order_relaxed);
+    }
+    return n;
+}
+
+static void blas_enter(void)
+{
+    /* Relaxed: the count is advisory; no memory is published through it. */
+    int others = atomic_fetch_add_explicit(&blas_busy, 1, memory_order_relaxed);
+    int want = ncores() - others;
+    want = want < 1 ? 1 : want;
+#ifdef EV_BLAS_ONE_THREAD
+    want = 1;
+#endif
+    if (atomic_exchange_explicit(&blas_threads, want, memory_order_relaxed) != want) {
+        openblas_set_num_threads(want);
+    }
+}
+
+static void blas_leave(void)
+{
+    atomic_fetch_sub_explicit(&blas_busy, 1, memory_order_relaxed);
+}
+#endif
+
+/* ------------------------------------------------------------ instruction */
+
+typedef struct mm_arg {
+    ev_tensor *a, *b, *out;  /* all referenced; a and b have out's dtype */
+    int64_t n, k, m;
+    int a1d, b1d;            /* operand was 1-D (promoted to a row/column) */
+    int use_blas;            /* float dtype and BLAS available */
+} mm_arg;
+_Static_assert(sizeof(mm_arg) <= EV_INLINE_ARG_SIZE, "mm_arg must travel inline");
+
+static void mm_drop(void *p)
+{
+    mm_arg *a = p;
+    ev_tensor_unref(a->a);
+    ev_tensor_unref(a->b);
+    ev_tensor_unref(a->out);
+}
+
+/* Matrix strides (elements) of operand t: the last two dims, or a 1-D
+ * vector taken as a row (as_row) or a column. */
+static void mat_strides(const ev_tensor *t, int is1d, int as_row, int64_t *sr, int64_t *sc)
+{
+    if (is1d) {
+        *sr = as_row ? 0 : t->strides[0];
+        *sc = as_row ? t->strides[0] : 0;
+    } else {
+        *sr = t->strides[t->ndim - 2];
+        *sc = t->strides[t->ndim - 1];
+    }
+}
+
+static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B, char *C)
+{
+    int64_t n = a->n, k = a->k, m = a->m;
+    int64_t asr, asc, bsr, bsc;
+    mat_strides(a->a, a->a1d, 1, &asr, &asc);
+    mat_strides(a->b, a->b1d, 0, &bsr, &bsc);
+    if (k == 0) {
+        memset(C, 0, ev__dsize(dt) * (size_t)(n * m));
+        return;
+    }
+#ifdef EV_HAVE_BLAS
+    if (a->use_blas) {
+        int64_t lda, ldb;
+        int ta = blas_form(n, k, asr, asc, &lda);
+        int tb = blas_form(k, m, bsr, bsc, &ldb);
+        /* ta, tb >= 0: the issuing side made the operand contiguous
+         * otherwise. */
+        enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
+        enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
+        blas_enter();
+        if (dt == EV_FLOAT32) {
+            cblas_sgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0f,
+                        (const float *)A, (blasint)lda, (const float *)B, (blasint)ldb, 0.0f,
+                        (float *)C, (blasint)(m > 1 ? m : 1));
+        } else {
+            cblas_dgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0,
+                        (const double *)A, (blasint)lda, (const double *)B, (blasint)ldb, 0.0,
+                        (double *)C, (blasint)(m > 1 ? m : 1));
+        }
+        blas_leave();
+        return;
+    }
+#endif
+    switch (dt) {
+    case EV_INT32:
+        gemm_i32(n, k, m, (const int32_t *)A, asr, asc, (const int32_t *)B, bsr, bsc,
+                 (int32_t *)C);
+        break;
+    case EV_INT64:
+        gemm_i64(n, k, m, (const int64_t *)A, asr, asc, (const int64_t *)B, bsr, bsc,
+                 (int64_t *)C);
+        break;
+    case EV_FLOAT32:
+        gemm_f32(n, k, m, (const float *)A, asr, asc, (const float *)B, bsr, bsc, (float *)C);
+        break;
+    default:
+        gemm_f64(n, k, m, (const double *)A, asr, asc, (const double *)B, bsr, bsc,
+                 (double *)C);
+        break;
+    }
+}
+
+static int mm_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    mm_arg *a = p;
+    const ev_tensor *o = a->out, *ta = a->a, *tb = a->b;
+    if (o->numel == 0) {
+        return 0;
+    }
+    ev_dtype dt = o->dtype;
+    int64_t esz = (int64_t)ev__dsize(dt);
+    /* Batch dimensions: the output's leading ones; each operand's own batch
+     * dims align at the right, and a size-1 or missing one broadcasts. */
+    int nb = o->ndim - (a->a1d ? 0 : 1) - (a->b1d ? 0 : 1);
+    int64_t sa[EV_MAX_DIMS] = {0}, sb[EV_MAX_DIMS] = {0};
+    int nba = a->a1d ? 0 : ta->ndim - 2, nbb = a->b1d ? 0 : tb->ndim - 2;
+    for (int i = 0; i < nba; i++) {
+        int d = nb - nba + i;
+        sa[d] = ta->shape[i] == 1 ? 0 : ta->strides[i] * esz;
+    }
+    for (int i = 0; i < nbb; i++) {
+        int d = nb - nbb + i;
+        sb[d] = tb->shape[i] == 1 ? 0 : tb->strides[i] * esz;
+    }
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++) {
+        nbatch *= o->shape[d];
+    }
+    /* An empty operand (k == 0) has no storage block: never offset it. */
+    char *A = ev__tensor_ptr(ta), *B = ev__tensor_ptr(tb), *C = ev__tensor_ptr(o);
+    int64_t idx[EV_MAX_DIMS] = {0}, offa = 0, offb = 0;
+    int64_t cstep = a->n * a->m * esz;
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        gemm_one(a, dt, A ? A + offa : NULL, B ? B + offb : NULL, C + bi * cstep);
+        for (int d = nb - 1; d >= 0; d--) {
+            offa += sa[d];
+            offb += sb[d];
+            if (++idx[d] < o->shape[d]) {
+                break;
+            }
+            offa -= sa[d] * o->shape[d];
+            offb -= sb[d] * o->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* Replaces *t (a reference the caller owns) by a contiguous copy, dropping
+ * the old reference. */
+static int make_contiguous(const ev_exec *ex, ev_tensor **t)
+{
+    ev_tensor *c;
+    int rc = ev_contiguous(ex, *t, &c);
+    if (rc == 0) {
+        ev_tensor_unref(*t);
+        *t = c;
+    }
+    return rc;
+}
+
+int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
+{
+    const char *name = "matmul";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "a", a)) ||
+        (rc = ev__check_tensor(name, "b", b))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE];
+    ev__shape_str(a->ndim, a->shape, sa, sizeof sa);
+    ev__shape_str(b->ndim, b->shape, sb, sizeof sb);
+    if (a->ndim == 0 || b->ndim == 0) {
+        return ev__set_message(EV_EINVAL, "%s: operands must be at least 1-d (shapes %s and "
+                               "%s); use mul for scalars", name, sa, sb);
+    }
+    ev_dtype r = ev_promote_types(a->dtype, b->dtype);
+    if (r == EV_DTYPE_COUNT || r == EV_BOOL) {
+        return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s", name,
+                               ev_dtype_name(a->dtype), ev_dtype_name(b->dtype));
+    }
+    r = ev_dtype_get_info(r)->compute;
+    int a1d = a->ndim == 1, b1d = b->ndim == 1;
+    int64_t n = a1d ? 1 : a->shape[a->ndim - 2];
+    int64_t k = a->shape[a->ndim - 1];
+    int64_t kb = b1d ? b->shape[0] : b->shape[b->ndim - 2];
+    int64_t m = b1d ? 1 : b->shape[b->ndim - 1];
+    if (k != kb) {
+        return ev__set_message(EV_EINVAL, "%s: shapes %s and %s are not aligned: dimension "
+                               "%lld of a (size %lld) != dimension %d of b (size %lld)",
+                               name, sa, sb, (long long)(a->ndim - 1), (long long)k,
+                               b1d ? 0 : b->ndim - 2, (long long)kb);
+    }
+    int nd = 0;
+    int64_t shape[EV_MAX_DIMS];
+    if (ev_broadcast_shapes(a1d ? 0 : a->ndim - 2, a->shape, b1d ? 0 : b->ndim - 2, b->shape,
+                            &nd, shape) != 0) {
+        return ev__set_message(EV_EINVAL, "%s: the batch dimensions of shapes %s and %s cannot "
+                               "be broadcast together", name, sa, sb);
+    }
+    if (!a1d) {
+        shape[nd++] = n;
+    }
+    if (!b1d) {
+        shape[nd++] = m;
+    }
+    if (nd > EV_MAX_DIMS) {
+        return ev__set_message(EV_EINVAL, "%s: result would have more than %d dimensions", name,
+                               EV_MAX_DIMS);
+    }
+    int use_blas = 0;
+#ifdef EV_HAVE_BLAS
+    /* BLAS takes int dimensions (blasint); beyond that, our kernel. */
+    use_blas = ev_dtype_is_float(r) && n <= INT_MAX && k <= INT_MAX && m <= INT_MAX;
+#endif
+    /* Operands in the result dtype, and for BLAS in a layout it takes (a
+     * transposed view is fine; other strides are copied, here, as
+     * instructions ordered before the matmul). */
+    ev_tensor *ta = ev_tensor_ref(a), *tb = ev_tensor_ref(b), *dst = NULL;
+    ev_tensor *c;
+    if (ta->dtype != r) {
+        if ((rc = ev_cast(ex, ta, r, &c))) {
+            goto fail;
+        }
+        ev_tensor_unref(ta);
+        ta = c;
+    }
+    if (tb->dtype != r) {
+        if ((rc = ev_cast(ex, tb, r, &c))) {
+            goto fail;
+        }
+        ev_tensor_unref(tb);
+        tb = c;
+    }
+    if (use_blas && k > 0) {
+        int64_t sr, sc, ld;
+        mat_strides(ta, a1d, 1, &sr, &sc);
+        if (blas_form(n, k, sr, sc, &ld) < 0 && (rc = make_contiguous(ex, &ta))) {
+            goto fail;
+        }
+        mat_strides(tb, b1d, 0, &sr, &sc);
+        if (blas_form(k, m, sr, sc, &ld) < 0 && (rc = make_contiguous(ex, &tb))) {
+            goto fail;
+        }
+    }
+    if ((rc = ev__tensor_new(ex, r, nd, shape, &dst))) {
+        goto fail;
+    }
+    mm_arg arg = {
+        .a = ta, .b = tb, .out = ev_tensor_ref(dst),
+        .n = n, .k = k, .m = m, .a1d = a1d, .b1d = b1d, .use_blas = use_blas,
+    };
+    ev_tensor *reads[2] = {ta, tb};
+    /* The argument now owns ta and tb; ev__submit drops it on failure. */
+    rc = ev__submit(ex, name, mm_kernel, &arg, sizeof arg, mm_drop, reads, 2, &arg.out, 1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+
+fail:
+    ev_tensor_unref(ta);
+    ev_tensor_unref(tb);
+    return rc;
+}

@@ -1,0 +1,729 @@
+/* Reductions (sum, mean, prod, max, min, argmax, argmin, var, std) over any
+ * set of dimensions, and softmax / log_softmax along one dimension: checks and
+ * shape inference on the issuing thread, one instruction per op. */
+/* As in binary.c: let GCC's cheap cost model vectorize the partial-sum
+ * blocks at -O2. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
+#include <math.h>
+#include <string.h>
+
+#include "ops/ops-impl.h"
+
+/* Every reduction the kernel knows; the public reduce ops come first, in the
+ * order of EV_REDUCE_OP_MAP. */
+enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_COUNT };
+
+static const char *const red_names[R_COUNT] = {
+    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std",
+};
+
+const char *ev_reduce_op_name(int op)
+{
+    return op >= 0 && op < EV_REDUCE_OP_COUNT ? red_names[op] : "invalid";
+}
+
+/* ------------------------------------------------------------- reducers */
+
+/* Pairwise summation as NumPy's: blocks of up to 128 elements summed with 8
+ * running partials (independent chains the CPU overlaps and the vectorizer
+ * maps to lanes), halves combined recursively, so rounding error grows as
+ * O(log n). */
+#define PAIRWISE(SUF, T)                                                       \
+    static T pairwise_##SUF(const T *x, int64_t n)                             \
+    {                                                                          \
+        if (n < 8) {                                                           \
+            T s = 0;                                                           \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                s += x[i];                                                     \
+            }                                                                  \
+            return s;                                                          \
+        }                                                                      \
+        if (n <= 128) {                                                        \
+            T r[8];                                                            \
+            for (int j = 0; j < 8; j++) {                                      \
+                r[j] = x[j];                                                   \
+            }                                                                  \
+            int64_t i = 8;                                                     \
+            for (; i + 8 <= n; i += 8) {                                       \
+                for (int j = 0; j < 8; j++) {                                  \
+                    r[j] += x[i + j];                                          \
+                }                                                              \
+            }                                                                  \
+            T s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+            for (; i < n; i++) {                                               \
+                s += x[i];                                                     \
+            }                                                                  \
+            return s;                                                          \
+        }                                                                      \
+        int64_t h = n / 2;                                                     \
+        h -= h % 8;                                                            \
+        return pairwise_##SUF(x, h) + pairwise_##SUF(x + h, n - h);            \
+    }
+PAIRWISE(f32, float)
+PAIRWISE(f64, double)
+
+/* Max/min and their indices. Floats propagate NaN: once the running value
+ * is NaN it stays, and the index of the first NaN wins (NumPy). */
+#define EXTREMA(SUF, T, ISNAN)                                                 \
+    static int64_t extrema_##SUF(const T *x, int64_t n, int want_max, T *val)  \
+    {                                                                          \
+        T m = x[0];                                                            \
+        int64_t at = 0;                                                        \
+        for (int64_t i = 1; i < n && !ISNAN(m); i++) {                         \
+            T v = x[i];                                                        \
+            if ((want_max ? v > m : v < m) || ISNAN(v)) {                      \
+                m = v;                                                         \
+                at = i;                                                        \
+            }                                                                  \
+        }                                                                      \
+        *val = m;                                                              \
+        return at;                                                             \
+    }
+#define NOT_NAN(v) 0
+#define IS_NAN(v) ((v) != (v))
+EXTREMA(i32, int32_t, NOT_NAN)
+EXTREMA(i64, int64_t, NOT_NAN)
+EXTREMA(f32, float, IS_NAN)
+EXTREMA(f64, double, IS_NAN)
+
+/* A reduction's result before it is stored in the output's dtype. */
+typedef struct red_val {
+    ev_dtype dtype;
+    union {
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } v;
+} red_val;
+
+/* Reduces n contiguous elements of dtype loop (n > 0 unless the op allows
+ * empty input). */
+static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
+                          double correction)
+{
+    red_val r;
+    memset(&r, 0, sizeof r);
+    r.dtype = loop;
+    switch (kind) {
+    case R_SUM:
+    case R_MEAN:
+        if (loop == EV_INT64) {
+            /* Integers wrap, computed unsigned (signed overflow is UB). */
+            const int64_t *x = row;
+            uint64_t s = 0;
+            for (int64_t i = 0; i < n; i++) {
+                s += (uint64_t)x[i];
+            }
+            r.v.i64 = (int64_t)s;
+        } else if (loop == EV_FLOAT32) {
+            r.v.f32 = pairwise_f32(row, n);
+            if (kind == R_MEAN) {
+                r.v.f32 /= (float)n;
+            }
+        } else {
+            r.v.f64 = pairwise_f64(row, n);
+            if (kind == R_MEAN) {
+                r.v.f64 /= (double)n;
+            }
+        }
+        break;
+    case R_PROD:
+        if (loop == EV_INT64) {
+            const int64_t *x = row;
+            uint64_t s = 1;
+            for (int64_t i = 0; i < n; i++) {
+                s *= (uint64_t)x[i];
+            }
+            r.v.i64 = (int64_t)s;
+        } else if (loop == EV_FLOAT32) {
+            const float *x = row;
+            float s = 1;
+            for (int64_t i = 0; i < n; i++) {
+                s *= x[i];
+            }
+            r.v.f32 = s;
+        } else {
+            const double *x = row;
+            double s = 1;
+            for (int64_t i = 0; i < n; i++) {
+                s *= x[i];
+            }
+            r.v.f64 = s;
+        }
+        break;
+    case R_MAX:
+    case R_MIN:
+    case R_ARGMAX:
+    case R_ARGMIN: {
+        int want_max = kind == R_MAX || kind == R_ARGMAX;
+        int64_t at;
+        switch (loop) {
+        case EV_INT32: at = extrema_i32(row, n, want_max, &r.v.i32); break;
+        case EV_INT64: at = extrema_i64(row, n, want_max, &r.v.i64); break;
+        case EV_FLOAT32: at = extrema_f32(row, n, want_max, &r.v.f32); break;
+        default: at = extrema_f64(row, n, want_max, &r.v.f64); break;
+        }
+        if (kind == R_ARGMAX || kind == R_ARGMIN) {
+            r.dtype = EV_INT64;
+            r.v.i64 = at;
+        }
+        break;
+    }
+    default: { /* R_VAR, R_STD: loop is float64 */
+        const double *x = row;
+        double mean = pairwise_f64(x, n) / (double)n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = x[i] - mean;
+            ss += d * d;
+        }
+        double denom = (double)n - correction;
+        double var = n == 0 ? NAN : ss / (denom > 0 ? denom : 0);
+        r.v.f64 = kind == R_STD ? sqrt(var) : var;
+        break;
+    }
+    }
+    return r;
+}
+
+/* -------------------------------------------------- outer reductions
+ *
+ * When x's innermost dimension is kept and dense (sum over axis 0 of a
+ * matrix, over the batch of an image stack), gathering each output's
+ * elements would stride through memory once per output. Instead each output
+ * row of that dimension's length accumulates whole input rows, which the
+ * compiler vectorizes. Float sums add rows into a partial row, flushed into
+ * the result every OUTER_BLOCK rows, so the rounding error grows as
+ * O(OUTER_BLOCK + n / OUTER_BLOCK) instead of O(n). */
+#define OUTER_BLOCK 128
+
+typedef struct outer_state {
+    int kind;
+    int64_t len;   /* elements per row */
+    void *acc;     /* the output row (loop dtype) */
+    void *part;    /* partial sums (loop dtype), for sums */
+    int64_t cnt;   /* rows in part */
+    int64_t seen;  /* rows accumulated so far */
+} outer_state;
+
+#define OUTER_OPS(SUF, T, U)                                                       \
+    static void outer_flush_##SUF(outer_state *st)                                 \
+    {                                                                              \
+        T *restrict acc = st->acc;                                                 \
+        T *restrict part = st->part;                                               \
+        for (int64_t j = 0; j < st->len; j++) {                                    \
+            acc[j] = (T)((U)acc[j] + (U)part[j]);                                  \
+            part[j] = 0;                                                           \
+        }                                                                          \
+        st->cnt = 0;                                                               \
+    }                                                                              \
+    static void outer_row_##SUF(outer_state *st, const T *restrict x)              \
+    {                                                                              \
+        int64_t n = st->len;                                                       \
+        if (st->kind == R_SUM || st->kind == R_MEAN) {                             \
+            T *restrict part = st->part;                                           \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                part[j] = (T)((U)part[j] + (U)x[j]);                               \
+            }                                                                      \
+            if (++st->cnt == OUTER_BLOCK) {                                        \
+                outer_flush_##SUF(st);                                             \
+            }                                                                      \
+            return;                                                                \
+        }                                                                          \
+        T *restrict acc = st->acc;                                                 \
+        if (st->seen++ == 0) {                                                     \
+            memcpy(acc, x, sizeof(T) * (size_t)n);                                 \
+        } else if (st->kind == R_PROD) {                                           \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                acc[j] = (T)((U)acc[j] * (U)x[j]);                                 \
+            }                                                                      \
+        } else if (st->kind == R_MAX) {                                            \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                acc[j] = x[j] > acc[j] || x[j] != x[j] ? x[j] : acc[j];            \
+            }                                                                      \
+        } else {                                                                   \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                acc[j] = x[j] < acc[j] || x[j] != x[j] ? x[j] : acc[j];            \
+            }                                                                      \
+        }                                                                          \
+    }
+OUTER_OPS(i32, int32_t, uint32_t)
+OUTER_OPS(i64, int64_t, uint64_t)
+OUTER_OPS(f32, float, float)
+OUTER_OPS(f64, double, double)
+
+typedef struct outer_walk {
+    outer_state *st;
+    ev_dtype dt;
+} outer_walk;
+
+static void outer_rows(char **p, const int64_t *s, int64_t n, void *user)
+{
+    outer_walk *w = user;
+    for (int64_t i = 0; i < n; i++) {
+        const char *x = p[0] + i * s[0];
+        switch (w->dt) {
+        case EV_INT32: outer_row_i32(w->st, (const int32_t *)x); break;
+        case EV_INT64: outer_row_i64(w->st, (const int64_t *)x); break;
+        case EV_FLOAT32: outer_row_f32(w->st, (const float *)x); break;
+        default: outer_row_f64(w->st, (const double *)x); break;
+        }
+    }
+}
+
+/* Finishes one output row (of at least two input rows): flushes partial
+ * sums and divides means. */
+static void outer_finish(outer_state *st, ev_dtype dt, int64_t nred)
+{
+    if (st->kind == R_SUM || st->kind == R_MEAN) {
+        switch (dt) {
+        case EV_INT32: outer_flush_i32(st); break;
+        case EV_INT64: outer_flush_i64(st); break;
+        case EV_FLOAT32: outer_flush_f32(st); break;
+        default: outer_flush_f64(st); break;
+        }
+    }
+    if (st->kind == R_MEAN) {
+        for (int64_t j = 0; j < st->len; j++) {
+            if (dt == EV_FLOAT32) {
+                ((float *)st->acc)[j] /= (float)nred;
+            } else {
+                ((double *)st->acc)[j] /= (double)nred;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ instruction */
+
+typedef struct red_arg {
+    ev_tensor *x, *out;  /* both referenced */
+    int kind;
+    ev_dtype loop;       /* the dtype the reducer reads; x is converted to it */
+    uint32_t rmask;      /* bit d: x's dimension d is reduced */
+    double correction;
+} red_arg;
+_Static_assert(sizeof(red_arg) <= EV_INLINE_ARG_SIZE, "red_arg must travel inline");
+
+static void red_drop(void *p)
+{
+    red_arg *a = p;
+    ev_tensor_unref(a->x);
+    ev_tensor_unref(a->out);
+}
+
+typedef struct gather_state {
+    char *dst;
+    ev_dtype dd, sd;
+    int64_t dsize;
+} gather_state;
+
+static void gather_row(char **p, const int64_t *s, int64_t n, void *user)
+{
+    gather_state *g = user;
+    ev__cast_strided(g->dst, g->dd, g->dsize, p[0], g->sd, s[0], n);
+    g->dst += n * g->dsize;
+}
+
+/* Runs a reduction whose last kept dimension is x's innermost, dense one:
+ * one output row per position of the other kept dims. */
+static int red_outer(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
+                     const int64_t *kstr, ev__iter *rit, int64_t nred)
+{
+    const ev_tensor *x = a->x;
+    int64_t len = kshape[nk - 1];
+    int64_t lsz = (int64_t)ev__dsize(a->loop);
+    int64_t nrows = a->out->numel / len;
+    void *part = NULL;
+    if (a->kind == R_SUM || a->kind == R_MEAN) {
+        part = ev__malloc((size_t)(len * lsz));
+        if (!part) {
+            return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte buffer",
+                                red_names[a->kind], (long long)(len * lsz));
+        }
+    }
+    char *base = ev__tensor_ptr(x), *o = ev__tensor_ptr(a->out);
+    int64_t idx[EV_MAX_DIMS] = {0}, off = 0;
+    for (int64_t r = 0; r < nrows; r++) {
+        outer_state st = {a->kind, len, o + r * len * lsz, part, 0, 0};
+        if (part) {
+            memset(part, 0, (size_t)(len * lsz));
+            memset(st.acc, 0, (size_t)(len * lsz));
+        }
+        outer_walk w = {&st, a->loop};
+        rit->data[0] = base + off;
+        ev__iter_rows(rit, outer_rows, &w);
+        outer_finish(&st, a->loop, nred);
+        /* Odometer over the kept dims but the last. */
+        for (int d = nk - 2; d >= 0; d--) {
+            off += kstr[d];
+            if (++idx[d] < kshape[d]) {
+                break;
+            }
+            off -= kstr[d] * kshape[d];
+            idx[d] = 0;
+        }
+    }
+    ev__free(part);
+    return 0;
+}
+
+static int red_kernel(void *p, ev_kctx *kc)
+{
+    red_arg *a = p;
+    const ev_tensor *x = a->x;
+    int64_t nout = a->out->numel;
+    if (nout == 0) {
+        return 0;
+    }
+    int64_t xsz = (int64_t)ev__dsize(x->dtype), lsz = (int64_t)ev__dsize(a->loop);
+    int64_t osz = (int64_t)ev__dsize(a->out->dtype);
+    /* Split x's dimensions into kept ones (walked by an odometer, one output
+     * element per step: the output is contiguous in the same order) and
+     * reduced ones (walked by a coalesced iterator per output element). */
+    int nk = 0, nr = 0;
+    int64_t kshape[EV_MAX_DIMS], kstr[EV_MAX_DIMS], rshape[EV_MAX_DIMS];
+    int64_t rstr[1][EV_MAX_DIMS];
+    int64_t nred = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (a->rmask & (1u << d)) {
+            rshape[nr] = x->shape[d];
+            rstr[0][nr++] = x->strides[d] * xsz;
+            nred *= x->shape[d];
+        } else {
+            kshape[nk] = x->shape[d];
+            kstr[nk++] = x->strides[d] * xsz;
+        }
+    }
+    char *base = ev__tensor_ptr(x);
+    ev__iter rit;
+    ev__iter_init_raw(&rit, 1, nr, rshape, &base, (const int64_t(*)[EV_MAX_DIMS])rstr);
+    /* Outer path: x's innermost dimension is kept and dense, and the
+     * reducer reads x's own dtype and writes the output's. */
+    int last = x->ndim - 1;
+    if (nk > 0 && !(a->rmask & (1u << last)) && x->strides[last] == 1 && nred > 1 &&
+        x->dtype == a->loop && a->out->dtype == a->loop && a->kind <= R_MIN) {
+        return red_outer(a, kc, nk, kshape, kstr, &rit, nred);
+    }
+    /* Contiguous fast path: the reduced elements of each output are one
+     * dense run already in the reducer's dtype (e.g. the innermost dims of a
+     * contiguous tensor); otherwise gather them into a buffer, converting. */
+    int direct = x->dtype == a->loop &&
+                 (nred <= 1 || (rit.ndim == 1 && rit.strides[0][0] == xsz));
+    char *buf = NULL;
+    if (!direct && nred > 0) {
+        buf = ev__malloc((size_t)(nred * lsz));
+        if (!buf) {
+            return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte buffer",
+                                red_names[a->kind], (long long)(nred * lsz));
+        }
+    }
+    int64_t idx[EV_MAX_DIMS] = {0};
+    int64_t off = 0;
+    char *o = ev__tensor_ptr(a->out);
+    for (int64_t i = 0; i < nout; i++) {
+        const void *row = buf;
+        if (nred > 0) {
+            if (direct) {
+                row = base + off;
+            } else {
+                rit.data[0] = base + off;
+                gather_state g = {buf, a->loop, x->dtype, lsz};
+                ev__iter_rows(&rit, gather_row, &g);
+            }
+        }
+        red_val r = reduce_row(a->kind, a->loop, row, nred, a->correction);
+        ev__cast_strided(o + i * osz, a->out->dtype, osz, &r.v, r.dtype, 0, 1);
+        for (int d = nk - 1; d >= 0; d--) {
+            off += kstr[d];
+            if (++idx[d] < kshape[d]) {
+                break;
+            }
+            off -= kstr[d] * kshape[d];
+            idx[d] = 0;
+        }
+    }
+    ev__free(buf);
+    return 0;
+}
+
+/* Checks the arguments, works out the reduced dimensions and the output's
+ * shape and dtype, allocates it and issues the instruction. dims == NULL with
+ * all_dims reduces everything. */
+static int reduce(const ev_exec *ex, int kind, ev_tensor *x, int ndims, const int *dims,
+                  int keepdim, double correction, ev_tensor **out)
+{
+    const char *name = red_names[kind];
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "x", x))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    uint32_t mask = 0;
+    if (!dims) {
+        if (ndims != 0) {
+            return ev__set_message(EV_EINVAL, "%s: dims is NULL but ndims is %d", name, ndims);
+        }
+        mask = x->ndim ? (uint32_t)((1u << x->ndim) - 1) : 0;
+    } else {
+        if (ndims < 0 || ndims > (x->ndim ? x->ndim : 1)) {
+            return ev__set_message(EV_EINVAL, "%s: %d dimensions given for a %d-d tensor",
+                                   name, ndims, x->ndim);
+        }
+        for (int i = 0; i < ndims; i++) {
+            int d;
+            if (x->ndim == 0) {
+                /* A 0-d tensor takes dimension 0 or -1, as in PyTorch. */
+                if (dims[i] != 0 && dims[i] != -1) {
+                    return ev__set_message(EV_EINDEX, "%s: dimension %d is out of range [-1, "
+                                           "0] for a 0-d tensor", name, dims[i]);
+                }
+                continue;
+            }
+            if ((rc = ev__norm_dim(name, dims[i], x->ndim, &d))) {
+                return rc;
+            }
+            if (mask & (1u << d)) {
+                return ev__set_message(EV_EINVAL, "%s: dimension %d appears more than once",
+                                       name, d);
+            }
+            mask |= 1u << d;
+        }
+    }
+    int nd = 0;
+    int64_t shape[EV_MAX_DIMS];
+    int64_t nred = 1, nout = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask & (1u << d)) {
+            nred *= x->shape[d];
+            if (keepdim) {
+                shape[nd++] = 1;
+            }
+        } else {
+            nout *= x->shape[d];
+            shape[nd++] = x->shape[d];
+        }
+    }
+    /* Result and reducer dtypes (see ops.h). */
+    ev_dtype xd = x->dtype, res, loop;
+    ev_dtype comp = ev_dtype_get_info(xd)->compute;
+    int is_float = ev_dtype_is_float(xd);
+    switch (kind) {
+    case R_SUM:
+    case R_PROD:
+        res = is_float ? xd : EV_INT64;
+        loop = is_float ? comp : EV_INT64;
+        break;
+    case R_MEAN:
+    case R_VAR:
+    case R_STD:
+        if (!is_float) {
+            return ev__set_message(EV_ETYPE, "%s: input dtype %s is not supported (a floating "
+                                   "dtype is required; cast first)", name, ev_dtype_name(xd));
+        }
+        res = xd;
+        loop = kind == R_MEAN ? comp : EV_FLOAT64;
+        break;
+    default:
+        res = kind == R_ARGMAX || kind == R_ARGMIN ? EV_INT64 : xd;
+        loop = xd == EV_BOOL ? EV_INT64 : comp;
+        if (nred == 0 && nout > 0) {
+            char s[EV__SHAPE_STR_SIZE];
+            return ev__set_message(EV_EVALUE, "%s: cannot reduce over zero elements (input of "
+                                   "shape %s) because the operation has no identity", name,
+                                   ev__shape_str(x->ndim, x->shape, s, sizeof s));
+        }
+        break;
+    }
+    ev_tensor *dst;
+    if ((rc = ev__tensor_new(ex, res, nd, shape, &dst))) {
+        return rc;
+    }
+    red_arg a = {
+        .x = ev_tensor_ref(x),
+        .out = ev_tensor_ref(dst),
+        .kind = kind,
+        .loop = loop,
+        .rmask = mask,
+        .correction = correction,
+    };
+    rc = ev__submit(ex, name, red_kernel, &a, sizeof a, red_drop, &a.x, 1, &a.out, 1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+int ev_reduce(const ev_exec *ex, int op, ev_tensor *x, int ndims, const int *dims, int keepdim,
+              ev_tensor **out)
+{
+    if (op < 0 || op >= EV_REDUCE_OP_COUNT) {
+        return ev__set_message(EV_EINVAL, "reduce op %d does not exist", op);
+    }
+    return reduce(ex, op, x, ndims, dims, keepdim, 0, out);
+}
+
+#define EV_REDUCE_DEF(id, name)                                                        \
+    int ev_##name(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim, \
+                  ev_tensor **out)                                                     \
+    {                                                                                  \
+        return reduce(ex, R_##id, x, ndims, dims, keepdim, 0, out);                    \
+    }
+EV_REDUCE_OP_MAP(EV_REDUCE_DEF)
+#undef EV_REDUCE_DEF
+
+int ev_argmax(const ev_exec *ex, ev_tensor *x, const int *dim, int keepdim, ev_tensor **out)
+{
+    return reduce(ex, R_ARGMAX, x, dim ? 1 : 0, dim, keepdim, 0, out);
+}
+
+int ev_argmin(const ev_exec *ex, ev_tensor *x, const int *dim, int keepdim, ev_tensor **out)
+{
+    return reduce(ex, R_ARGMIN, x, dim ? 1 : 0, dim, keepdim, 0, out);
+}
+
+int ev_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
+           int keepdim, ev_tensor **out)
+{
+    return reduce(ex, R_VAR, x, ndims, dims, keepdim, correction, out);
+}
+
+int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
+           int keepdim, ev_tensor **out)
+{
+    return reduce(ex, R_STD, x, ndims, dims, keepdim, correction, out);
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+typedef struct smax_arg {
+    ev_tensor *x, *out;  /* both referenced; same shape */
+    int dim;             /* normalised; -1 for a 0-d tensor */
+    int log;
+} smax_arg;
+_Static_assert(sizeof(smax_arg) <= EV_INLINE_ARG_SIZE, "smax_arg must travel inline");
+
+static void smax_drop(void *p)
+{
+    smax_arg *a = p;
+    ev_tensor_unref(a->x);
+    ev_tensor_unref(a->out);
+}
+
+static int smax_kernel(void *p, ev_kctx *kc)
+{
+    smax_arg *a = p;
+    const ev_tensor *x = a->x, *y = a->out;
+    if (x->numel == 0) {
+        return 0;
+    }
+    int64_t xsz = (int64_t)ev__dsize(x->dtype), ysz = (int64_t)ev__dsize(y->dtype);
+    int64_t len = a->dim >= 0 ? x->shape[a->dim] : 1;
+    int64_t xs = a->dim >= 0 ? x->strides[a->dim] * xsz : 0;
+    int64_t ys = a->dim >= 0 ? y->strides[a->dim] * ysz : 0;
+    /* Each line along dim is computed in float64 in a buffer and rounded once
+     * into the output: lines are short next to the cost of exp. */
+    double *buf = ev__malloc((size_t)len * sizeof(double));
+    if (!buf) {
+        return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a buffer",
+                            a->log ? "log_softmax" : "softmax");
+    }
+    char *xb = ev__tensor_ptr(x), *yb = ev__tensor_ptr(y);
+    int64_t idx[EV_MAX_DIMS] = {0};
+    int64_t xo = 0, yo = 0;
+    int64_t lines = x->numel / len;
+    for (int64_t l = 0; l < lines; l++) {
+        ev__cast_strided(buf, EV_FLOAT64, sizeof(double), xb + xo, x->dtype, xs, len);
+        double m = -INFINITY;
+        for (int64_t i = 0; i < len; i++) {
+            m = buf[i] > m || buf[i] != buf[i] ? buf[i] : m;
+        }
+        double s = 0;
+        for (int64_t i = 0; i < len; i++) {
+            s += exp(buf[i] - m);
+        }
+        if (a->log) {
+            double ls = log(s);
+            for (int64_t i = 0; i < len; i++) {
+                buf[i] = buf[i] - m - ls;
+            }
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                buf[i] = exp(buf[i] - m) / s;
+            }
+        }
+        ev__cast_strided(yb + yo, y->dtype, ys, buf, EV_FLOAT64, sizeof(double), len);
+        /* Next line: odometer over every dimension but dim. */
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (d == a->dim) {
+                continue;
+            }
+            xo += x->strides[d] * xsz;
+            yo += y->strides[d] * ysz;
+            if (++idx[d] < x->shape[d]) {
+                break;
+            }
+            xo -= x->strides[d] * xsz * x->shape[d];
+            yo -= y->strides[d] * ysz * y->shape[d];
+            idx[d] = 0;
+        }
+    }
+    ev__free(buf);
+    return 0;
+}
+
+static int softmax(const ev_exec *ex, ev_tensor *x, int dim, int log_, ev_tensor **out)
+{
+    const char *name = log_ ? "log_softmax" : "softmax";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "x", x))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    int d = -1;
+    if (x->ndim == 0) {
+        if (dim != 0 && dim != -1) {
+            return ev__set_message(EV_EINDEX, "%s: dimension %d is out of range [-1, 0] for a "
+                                   "0-d tensor", name, dim);
+        }
+    } else if ((rc = ev__norm_dim(name, dim, x->ndim, &d))) {
+        return rc;
+    }
+    if (!ev_dtype_is_float(x->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: input dtype %s is not supported (a floating "
+                               "dtype is required; cast first)", name,
+                               ev_dtype_name(x->dtype));
+    }
+    ev_tensor *dst;
+    if ((rc = ev__tensor_new(ex, x->dtype, x->ndim, x->shape, &dst))) {
+        return rc;
+    }
+    smax_arg a = {ev_tensor_ref(x), ev_tensor_ref(dst), d, log_};
+    rc = ev__submit(ex, name, smax_kernel, &a, sizeof a, smax_drop, &a.x, 1, &a.out, 1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+int ev_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    return softmax(ex, x, dim, 0, out);
+}
+
+int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    return softmax(ex, x, dim, 1, out);
+}
