@@ -14,35 +14,43 @@
 /* How long a thread polls before it parks. Waking a parked thread costs
  * ~13 µs here, so a waiter must poll longer than that: otherwise two workers
  * handing a chain back and forth each park before the other, woken, can
- * answer, and every hand-off pays a wake. Past the first part of the spin a
- * poller yields, so on a busy 2-core machine it gives its core to the
- * thread that will produce what it waits for. */
-#define SPIN_PAUSE_NS 20000
-#define SPIN_TOTAL_NS 60000
-/* An idle worker polls for new work only briefly: the submitter that finds it
- * parked pays one wake, but a poller would take the core the submitter needs. */
-#define SPIN_IDLE_NS 5000
+ * answer, and every hand-off pays a wake. After a short busy phase a poller
+ * yields between checks: with more runnable threads than cores (two workers
+ * and a submitter on two cores) it hands its core to the thread that will
+ * produce what it waits for, instead of burning it. */
+#define SPIN_BUSY_NS 1000
+#define SPIN_DEP_NS 60000
+/* An idle worker polls for new work for less time: a submitter that finds it
+ * parked pays one wake, while a long poller keeps a core from others. */
+#define SPIN_IDLE_NS 20000
 
 /* Polls ready(arg) until it holds or total_ns is up. */
 static bool spin_until(bool (*ready)(void *), void *arg, int64_t total_ns)
 {
-    int64_t start = 0;
-    for (uint32_t i = 0;; i++) {
+    int64_t start = ev__now_ns();
+    for (;;) {
+        for (int k = 0; k < 32; k++) {
+            if (ready(arg)) {
+                return true;
+            }
+            ev__cpu_relax();
+        }
+        int64_t spent = ev__now_ns() - start;
+        if (spent > total_ns) {
+            return false;
+        }
+        if (spent > SPIN_BUSY_NS) {
+            break;
+        }
+    }
+    for (;;) {
+        sched_yield();
         if (ready(arg)) {
             return true;
         }
-        if ((i & 63) == 0) {
-            int64_t now = ev__now_ns();
-            if (start == 0) {
-                start = now;
-            } else if (now - start > total_ns) {
-                return false;
-            } else if (now - start > SPIN_PAUSE_NS) {
-                sched_yield();
-                continue;
-            }
+        if (ev__now_ns() - start > total_ns) {
+            return false;
         }
-        ev__cpu_relax();
     }
 }
 
@@ -130,7 +138,7 @@ bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
 {
     ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
     struct dep_probe probe = {w, d.seq};
-    if (spin_until(dep_ready, &probe, SPIN_TOTAL_NS)) {
+    if (spin_until(dep_ready, &probe, SPIN_DEP_NS)) {
         return true;
     }
     int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
