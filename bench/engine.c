@@ -133,14 +133,16 @@ int main(int argc, char **argv)
     long n_starpu = argc > 3 ? atol(argv[3]) : 20000;
     static const char *const cases[] = {"chain_same_stream", "chain_cross_thread", "independent",
                                         "fan_out_in"};
-    int have_starpu = peer_starpu_init() == 0;
+    int have_starpu = n_starpu > 0 && peer_starpu_init() == 0;
     printf("# eagervm engine benchmark: %ld instructions per case (OpenMP: %ld, StarPU: %ld), "
            "median of %d (peers: 3)\n",
            n, n_omp, n_starpu, REPEATS);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double ours = median_of(run_ours, cases[c], n, REPEATS);
-        double omp = median_of(peer_omp_run, cases[c], n_omp, 3);
-        double spu = have_starpu ? median_of(peer_starpu_run, cases[c], n_starpu, 3) : -1;
+        double omp = n_omp > 0 ? median_of(peer_omp_run, cases[c], n_omp, 3) : -1;
+        double spu = have_starpu && n_starpu > 0
+                         ? median_of(peer_starpu_run, cases[c], n_starpu, 3)
+                         : -1;
         printf("%s ns_per_instruction=%.1f", cases[c], ours);
         if (omp > 0) {
             printf("  openmp_ns=%.1f openmp_ratio=%.1fx", omp, omp / ours);

@@ -194,6 +194,7 @@ struct ev_vm {
     _Atomic bool profiling;
 
     ev_instr *free_instrs;        /* guarded by submit_lock */
+    uint32_t drain_next;          /* worker whose returns to take next; submit_lock */
     void **slabs;                 /* owned instruction slabs */
     size_t n_slabs;
 

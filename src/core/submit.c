@@ -33,19 +33,17 @@ static int grow_slabs(ev_vm *vm)
 static ev_instr *instr_alloc(ev_vm *vm)
 {
     if (!vm->free_instrs) {
-        /* Take back what the workers finished before growing. */
-        for (uint32_t u = 0; u <= vm->limit; u++) {
+        /* Take back one worker's finished instructions, whole: walking the
+         * list here would miss the cache once per node, as the worker wrote
+         * them last. Start where the last drain stopped, to spread reuse. */
+        for (uint32_t k = 0; k <= vm->limit && !vm->free_instrs; k++) {
+            uint32_t u = (vm->drain_next + k) % (vm->limit + 1);
             ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
-            if (!w) {
-                continue;
-            }
-            /* acquire: pairs with the worker's release when it pushed. */
-            ev_instr *list = atomic_exchange_explicit(&w->returned, NULL, memory_order_acquire);
-            while (list) {
-                ev_instr *next = list->free_next;
-                list->free_next = vm->free_instrs;
-                vm->free_instrs = list;
-                list = next;
+            if (w) {
+                /* acquire: pairs with the worker's release when it pushed. */
+                vm->free_instrs = atomic_exchange_explicit(&w->returned, NULL,
+                                                           memory_order_acquire);
+                vm->drain_next = u + 1;
             }
         }
         if (!vm->free_instrs && grow_slabs(vm) != 0) {

@@ -19,13 +19,18 @@
  * and a submitter on two cores) it hands its core to the thread that will
  * produce what it waits for, instead of burning it. */
 #define SPIN_BUSY_NS 1000
+/* Waiting for the very instruction the other worker runs now (a chain that
+ * crosses threads), the answer comes within a kernel's time: poll busy for
+ * longer before yielding, as a yield adds its own latency to each hand-off. */
+#define SPIN_BUSY_NEXT_NS 10000
 #define SPIN_DEP_NS 60000
 /* An idle worker polls for new work for less time: a submitter that finds it
  * parked pays one wake, while a long poller keeps a core from others. */
 #define SPIN_IDLE_NS 20000
 
-/* Polls ready(arg) until it holds or total_ns is up. */
-static bool spin_until(bool (*ready)(void *), void *arg, int64_t total_ns)
+/* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns and
+ * yielding between checks after that. */
+static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_t total_ns)
 {
     int64_t start = ev__now_ns();
     for (;;) {
@@ -39,7 +44,7 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t total_ns)
         if (spent > total_ns) {
             return false;
         }
-        if (spent > SPIN_BUSY_NS) {
+        if (spent > busy_ns) {
             break;
         }
     }
@@ -138,7 +143,9 @@ bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
 {
     ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
     struct dep_probe probe = {w, d.seq};
-    if (spin_until(dep_ready, &probe, SPIN_DEP_NS)) {
+    uint64_t done = atomic_load_explicit(&w->completed, memory_order_acquire);
+    int64_t busy = done + 1 >= d.seq ? SPIN_BUSY_NEXT_NS : SPIN_BUSY_NS;
+    if (spin_until(dep_ready, &probe, busy, SPIN_DEP_NS)) {
         return true;
     }
     int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
@@ -387,7 +394,7 @@ static void *worker_main(void *p)
         /* Poll the link the producer writes next, not its tail pointer,
          * so that spinning does not pull the producer's line away. */
         if (spin_until(link_ready, atomic_load_explicit(&w->head, memory_order_relaxed),
-                       SPIN_IDLE_NS) ||
+                       SPIN_BUSY_NS, SPIN_IDLE_NS) ||
             queue_maybe_nonempty(w)) {
             continue;
         }
