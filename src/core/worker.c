@@ -143,8 +143,8 @@ bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
 {
     ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
     struct dep_probe probe = {w, d.seq};
-    uint64_t done = atomic_load_explicit(&w->completed, memory_order_acquire);
-    int64_t busy = done + 1 >= d.seq ? SPIN_BUSY_NEXT_NS : SPIN_BUSY_NS;
+    uint64_t finished = atomic_load_explicit(&w->completed, memory_order_acquire);
+    int64_t busy = finished + 1 >= d.seq ? SPIN_BUSY_NEXT_NS : SPIN_BUSY_NS;
     if (spin_until(dep_ready, &probe, busy, SPIN_DEP_NS)) {
         return true;
     }
