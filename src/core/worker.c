@@ -151,8 +151,16 @@ bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
     int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
     for (;;) {
         uint32_t epoch = atomic_load_explicit(&w->done_epoch, memory_order_acquire);
-        /* seq_cst: either the finisher sees our waiter count and bumps the
-         * epoch, or we see its `completed` here (Dekker pairing). */
+        /* Ask to be woken at d.seq, not at every completion: a parked waiter
+         * woken per instruction costs the worker a syscall each time. The
+         * field holds the smallest seq any waiter asked for. */
+        uint64_t at = atomic_load_explicit(&w->wake_at, memory_order_relaxed);
+        while (at > d.seq && !atomic_compare_exchange_weak_explicit(
+                                 &w->wake_at, &at, d.seq, memory_order_relaxed,
+                                 memory_order_relaxed)) {
+        }
+        /* seq_cst: either the finisher sees our waiter count (and, through
+         * it, wake_at) and bumps the epoch, or we see its `completed` here. */
         atomic_fetch_add_explicit(&w->n_waiters, 1, memory_order_seq_cst);
         bool done = atomic_load_explicit(&w->completed, memory_order_seq_cst) >= d.seq;
         int64_t left = -1;
@@ -334,7 +342,10 @@ static void publish_done(ev_worker *w, uint64_t seq)
      * `completed`, and orders this store before the load of n_waiters
      * against the waiter's increment-then-load (Dekker pairing). */
     atomic_exchange_explicit(&w->completed, seq, memory_order_seq_cst);
-    if (atomic_load_explicit(&w->n_waiters, memory_order_relaxed)) {
+    if (atomic_load_explicit(&w->n_waiters, memory_order_seq_cst) &&
+        seq >= atomic_load_explicit(&w->wake_at, memory_order_relaxed)) {
+        /* Every waiter wakes, rechecks, and asks again for its own seq. */
+        atomic_store_explicit(&w->wake_at, UINT64_MAX, memory_order_relaxed);
         atomic_fetch_add_explicit(&w->done_epoch, 1, memory_order_release);
         ev__wake_all(&w->done_epoch);
     }
@@ -426,6 +437,7 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     w->vm = vm;
     w->uid = uid;
     atomic_init(&w->head, &w->stub);
+    atomic_init(&w->wake_at, UINT64_MAX);
     atomic_init(&w->tail, &w->stub);
     atomic_init(&w->stub.next, NULL);
     pthread_mutex_init(&w->prof_lock, NULL);
