@@ -3,7 +3,6 @@
  * vm->submit_lock; workers never take that lock. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/internal.h"
 
@@ -244,16 +243,34 @@ static uint64_t pending_now(ev_vm *vm)
     return n;
 }
 
-/* Waits, without the lock, until the queued work drains to half the limit.
- * It polls rather than asking workers to wake it: a wake per finished
- * instruction would cost more than the work, and half a full queue is far
- * more work than one poll period. */
+/* Waits, without the lock, until the queued work drains to half the limit:
+ * each round waits (spin, then park) on the worker with the longest queue
+ * until it has finished enough of it. */
 static void wait_for_room(ev_vm *vm)
 {
     atomic_fetch_add_explicit(&vm->n_backpressure, 1, memory_order_relaxed);
-    while (pending_now(vm) > vm->max_pending / 2) {
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
+    for (;;) {
+        uint64_t total = 0, longest = 0;
+        ev_dep target = {0, 0};
+        for (uint32_t u = 0; u <= vm->limit; u++) {
+            ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+            if (!w) {
+                continue;
+            }
+            uint64_t done = atomic_load_explicit(&w->completed, memory_order_acquire);
+            uint64_t queued = atomic_load_explicit(&w->issued, memory_order_relaxed) - done;
+            total += queued;
+            if (queued > longest) {
+                longest = queued;
+                target = (ev_dep){u, done};
+            }
+        }
+        if (total <= vm->max_pending / 2) {
+            return;
+        }
+        uint64_t excess = total - vm->max_pending / 2;
+        target.seq += excess < longest ? excess : longest;
+        ev__wait_dep(vm, target, -1);
     }
 }
 
