@@ -1,0 +1,154 @@
+/* Shared declarations of the eagervm._C extension: the module state, the
+ * Tensor handle, the process-wide runtime, and the helpers each file exports.
+ * Only the public CPython API is used (STYLE 29). */
+#ifndef EAGERVM_PY_EVPY_H
+#define EAGERVM_PY_EVPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "eagervm/ops.h"
+#include "eagervm/tensor.h"
+#include "eagervm/vm.h"
+
+/* ------------------------------------------------------------ module state */
+
+/* Per module instance: the heap types and the dtype objects. Every pointer is
+ * a strong reference owned by the state (visited and cleared by the module's
+ * GC slots). */
+typedef struct evpy_state {
+    PyTypeObject *tensor_type;
+    PyTypeObject *dtype_type;
+    PyTypeObject *thread_type;      /* asyncs.Thread */
+    PyTypeObject *thread_ctx_type;  /* asyncs.thread */
+    PyTypeObject *thread_func_type; /* what @asyncs.thread(t) returns */
+    PyObject *dtypes[EV_DTYPE_COUNT];
+    PyObject *format_fn;            /* eagervm._repr.format_tensor, loaded lazily */
+    PyObject *numpy;                /* the numpy module, loaded lazily; Py_None if absent */
+} evpy_state;
+
+extern PyModuleDef evpy_module_def;
+
+/* ------------------------------------------------------------------ tensor */
+
+/* A Python Tensor: a thin handle to a C tensor. `t` is a strong reference
+ * owned by the object. `gen` is the runtime generation it belongs to: after a
+ * fork the child's runtime is new, and tensors of the parent are adopted on
+ * first use (see evpy_tensor_get). */
+typedef struct {
+    PyObject_HEAD
+    ev_tensor *t;
+    uint64_t gen;
+} evpy_tensor;
+
+#define EvTensor_CAST(op) ((evpy_tensor *)(op))
+
+void evpy_tensor_dealloc(PyObject *self);
+
+/* 1 if op is an eagervm Tensor (the type is final, so its dealloc names it). */
+static inline int evpy_tensor_check(PyObject *op)
+{
+    return Py_TYPE(op)->tp_dealloc == evpy_tensor_dealloc;
+}
+
+/* The state of the module that made a Tensor's type. */
+static inline evpy_state *evpy_state_of_type(PyTypeObject *tp)
+{
+    return (evpy_state *)PyType_GetModuleState(tp);
+}
+
+/* Wraps a new reference to a C tensor (stolen, also on failure). */
+PyObject *evpy_tensor_wrap(evpy_state *st, ev_tensor *t);
+/* The C tensor of a Tensor (borrowed), adopting a parent's tensor into this
+ * process's runtime after a fork. NULL with an exception set on failure. */
+ev_tensor *evpy_tensor_get(PyObject *op);
+
+/* Converts data (nested sequences, scalars, buffers, Tensors) into a new C
+ * tensor; dtype < 0 infers it. */
+int evpy_tensor_from_data(evpy_state *st, PyObject *data, int dtype, ev_tensor **out);
+/* Parses a dtype argument (DType, name, Python type, NumPy dtype). None gives
+ * *out = -1. Returns 0, or -1 with TypeError set. */
+int evpy_parse_dtype(evpy_state *st, PyObject *obj, int *out);
+/* Parses a shape given as a tuple/list or as separate integers. */
+int evpy_parse_shape(PyObject *const *args, Py_ssize_t nargs, int *ndim, int64_t *shape);
+
+int evpy_tensor_init_type(PyObject *module, evpy_state *st);
+
+/* ----------------------------------------------------------------- runtime */
+
+/* The process-wide runtime, created at import and re-created lazily in a fork
+ * child. NULL with RuntimeError set if it cannot be created. */
+ev_vm *evpy_vm(void);
+/* Bumped in every fork child: objects of an older generation belong to the
+ * parent's runtime. */
+uint64_t evpy_generation(void);
+/* EAGERVM_SYNC=1: every op waits for its output before returning. */
+extern int evpy_sync_mode;
+
+/* The thread uid ops issued by the calling Python thread run on. Each Python
+ * thread is one OS thread, so a C thread-local is exactly "per Python
+ * thread"; it is cheaper than the thread-state dict on the hot path. */
+extern _Thread_local uint32_t evpy_current_uid;
+
+/* Fills an exec for an op issued now: the runtime, the current uid and the
+ * caller's site. Returns 0, or -1 with an exception set. */
+int evpy_exec(ev_exec *ex);
+
+/* ------------------------------------------------------------------ errors */
+
+/* Raises the exception fitting an EV_E* code returned by a call, with the
+ * calling thread's last message. Returns NULL (for `return evpy_raise(rc)`). */
+PyObject *evpy_raise(int rc);
+/* Same, returning -1. */
+int evpy_raise_int(int rc);
+/* Raises the exception fitting a kernel failure; consumes the reference. */
+PyObject *evpy_raise_error(ev_error *err);
+/* The Python exception type for an EV_E* code. */
+PyObject *evpy_exc_type(int code);
+
+/* The interned site of the calling Python frame, or NULL outside any frame.
+ * Sites live for the process (the engine borrows them forever). GIL held. */
+const ev_site *evpy_capture_site(void);
+
+/* ------------------------------------------------------------------- waits */
+
+/* A sync point: waits until t is ready for reading, with the GIL released, in
+ * slices so that Ctrl-C raises KeyboardInterrupt promptly. Raises the kernel
+ * failure that poisoned t. Returns 0 or -1 with an exception set. */
+int evpy_wait_tensor(ev_tensor *t);
+/* Waits for everything issued so far; raises the earliest unreported
+ * failure once. */
+int evpy_synchronize(void);
+/* Fork handlers for the waiter pool. */
+void evpy_wait_atfork_prepare(void);
+void evpy_wait_atfork_parent(void);
+void evpy_wait_atfork_child(void);
+/* A failure taken by the fork-time drain, to be raised by the next
+ * synchronize() (owned reference, or NULL). */
+extern ev_error *evpy_stashed_error;
+
+/* ------------------------------------------------------------- ops, asyncs */
+
+extern PyMethodDef evpy_op_methods[];      /* module-level op functions */
+extern PyMethodDef evpy_tensor_op_methods[]; /* the same ops as Tensor methods */
+extern PyType_Slot evpy_tensor_op_slots[];   /* operators, from ops.c */
+PyObject *evpy_tensor_richcompare(PyObject *a, PyObject *b, int op);
+
+/* Binary op on Python operands (Tensors or scalars), used by operators. */
+PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b);
+/* Converts obj to a tensor operand; a Python scalar takes its dtype from
+ * `like` (NumPy's weak scalars). *owned says whether *out must be unref'd. */
+int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out, int *owned);
+
+int evpy_asyncs_init_types(PyObject *module, evpy_state *st);
+extern PyMethodDef evpy_asyncs_methods[];
+
+/* Wait for an op's output under EAGERVM_SYNC=1; -1 with the error raised. */
+static inline int evpy_maybe_sync(ev_tensor *t)
+{
+    return evpy_sync_mode ? evpy_wait_tensor(t) : 0;
+}
+
+#endif

@@ -1,0 +1,1327 @@
+/* Ops for Python: each C op of ops.h and tensor.h bound once as a module
+ * function (eagervm.add(a, b)) and, where NumPy or PyTorch has one, as a
+ * Tensor method and operator. Python scalars mix with tensors as NumPy's weak
+ * scalars do. Argument errors raise at the call (DESIGN rule 5). */
+#include <math.h>
+#include <string.h>
+
+#include "evpy.h"
+
+/* --------------------------------------------------------------- arguments */
+
+#define MAX_ARGS 8
+
+/* Matches positional and keyword arguments to `names` (NULL-terminated);
+ * out[i] is a borrowed reference or NULL when absent. The first `npos`
+ * names may be given by position, the first `nreq` are required. */
+static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      const char *const *names, int npos, int nreq, PyObject **out)
+{
+    int n = 0;
+    while (names[n]) {
+        out[n] = NULL;
+        n++;
+    }
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
+                     fn, npos, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        out[i] = args[i];
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        for (int i = 0; i < n; i++) {
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
+                found = i;
+                break;
+            }
+        }
+        if (found < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
+                         key);
+            return -1;
+        }
+        if (out[found]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
+                         names[found]);
+            return -1;
+        }
+        out[found] = args[nargs + k];
+    }
+    for (int i = 0; i < nreq; i++) {
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static ev_tensor *need_tensor(const char *fn, PyObject *obj)
+{
+    if (!evpy_tensor_check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): expected a Tensor, got %.100s", fn,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return evpy_tensor_get(obj);
+}
+
+static int parse_bool(PyObject *obj, int dflt)
+{
+    return obj ? PyObject_IsTrue(obj) : dflt;
+}
+
+static int parse_int(const char *fn, const char *what, PyObject *obj, long *out)
+{
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s must be an integer, not %.100s", fn, what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsLong(obj);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* dim=None (every dimension), an int, or a sequence of ints. */
+static int parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int *all)
+{
+    *ndims = 0;
+    *all = !obj || obj == Py_None;
+    if (*all) {
+        return 0;
+    }
+    if (PyTuple_Check(obj) || PyList_Check(obj)) {
+        Py_ssize_t n = PySequence_Size(obj);
+        if (n > EV_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError, "%s(): too many dimensions", fn);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            long d;
+            PyObject *it = PySequence_GetItem(obj, i);
+            int rc = it ? parse_int(fn, "dim", it, &d) : -1;
+            Py_XDECREF(it);
+            if (rc) {
+                return -1;
+            }
+            dims[i] = (int)d;
+        }
+        *ndims = (int)n;
+        return 0;
+    }
+    long d;
+    if (parse_int(fn, "dim", obj, &d) != 0) {
+        return -1;
+    }
+    dims[0] = (int)d;
+    *ndims = 1;
+    return 0;
+}
+
+/* Converts a Python number to an ev_scalar (bool, int64 or float64). */
+static int to_scalar(const char *fn, PyObject *obj, ev_scalar *out)
+{
+    if (PyBool_Check(obj)) {
+        *out = ev_scalar_bool(obj == Py_True);
+    } else if (PyLong_Check(obj) || (PyIndex_Check(obj) && !PyFloat_Check(obj))) {
+        long long v = PyLong_AsLongLong(obj);
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        *out = ev_scalar_int(v);
+    } else if (PyFloat_Check(obj) || PyNumber_Check(obj)) {
+        double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred()) {
+            return -1;
+        }
+        *out = ev_scalar_float(v);
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s(): expected a number, got %.100s", fn,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The result of an op: raise on failure, wait under EAGERVM_SYNC, wrap. */
+static PyObject *finish(evpy_state *st, int rc, ev_tensor *out)
+{
+    if (rc) {
+        return evpy_raise(rc);
+    }
+    if (evpy_maybe_sync(out) != 0) {
+        ev_tensor_unref(out);
+        return NULL;
+    }
+    return evpy_tensor_wrap(st, out);
+}
+
+/* ---------------------------------------------------------------- operands */
+
+/* A 0-d tensor holding a Python scalar, made on the host (no instruction). */
+static int scalar_tensor(ev_dtype dtype, PyObject *obj, ev_tensor **out)
+{
+    union {
+        uint8_t b;
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } v;
+    switch (dtype) {
+    case EV_BOOL:
+        v.b = (uint8_t)PyObject_IsTrue(obj);
+        break;
+    case EV_INT32:
+        v.i32 = (int32_t)PyLong_AsLong(obj);
+        break;
+    case EV_INT64:
+        v.i64 = PyLong_AsLongLong(obj);
+        break;
+    case EV_FLOAT32:
+        v.f32 = (float)PyFloat_AsDouble(obj);
+        break;
+    default:
+        v.f64 = PyFloat_AsDouble(obj);
+        break;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return -1;
+    }
+    int rc = ev_from_host(&ex, dtype, 0, NULL, &v, out);
+    return rc ? evpy_raise_int(rc) : 0;
+}
+
+/* NumPy's weak scalars: a Python scalar takes the dtype of the tensor it
+ * meets when that dtype can hold it within the scalar's kind (an int with
+ * an int32 or float32 tensor stays int32/float32), otherwise the default of
+ * its kind (int64; float32 for a float, the default float dtype). */
+static ev_dtype weak_dtype(PyObject *obj, const ev_tensor *like)
+{
+    int have = like != NULL;
+    ev_dtype ld = have ? ev_tensor_dtype(like) : EV_DTYPE_COUNT;
+    int lkind = have ? ev_dtype_get_info(ld)->kind : -1;
+    if (PyBool_Check(obj)) {
+        return have ? ld : EV_BOOL;
+    }
+    if (PyLong_Check(obj)) {
+        if (lkind == EV_KIND_FLOAT) {
+            return ld;
+        }
+        if (ld == EV_INT32) {
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+            /* Too large for int32: widen, as NumPy 1.x's value-based casting. */
+            return !overflow && v >= INT32_MIN && v <= INT32_MAX ? EV_INT32 : EV_INT64;
+        }
+        return EV_INT64;
+    }
+    return lkind == EV_KIND_FLOAT ? ld : EV_FLOAT32;
+}
+
+static int is_py_scalar(PyObject *obj)
+{
+    return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj);
+}
+
+int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out, int *owned)
+{
+    *owned = 0;
+    if (evpy_tensor_check(obj)) {
+        *out = evpy_tensor_get(obj);
+        return *out ? 0 : -1;
+    }
+    *owned = 1;
+    if (is_py_scalar(obj)) {
+        return scalar_tensor(weak_dtype(obj, like), obj, out);
+    }
+    return evpy_tensor_from_data(st, obj, -1, out);
+}
+
+/* 1 if obj could be an operand (operators return NotImplemented otherwise,
+ * so Python may try the other side). */
+static int operand_like(PyObject *obj)
+{
+    return evpy_tensor_check(obj) || is_py_scalar(obj) || PyList_Check(obj) ||
+           PyTuple_Check(obj) || PyObject_CheckBuffer(obj);
+}
+
+/* ------------------------------------------------------------------ binary */
+
+PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b)
+{
+    ev_tensor *ta = NULL, *tb = NULL;
+    int own_a = 0, own_b = 0;
+    PyObject *res = NULL;
+    /* The tensor side decides a scalar's dtype, so convert it first. */
+    if (evpy_tensor_check(a) || !evpy_tensor_check(b)) {
+        if (evpy_operand(st, a, NULL, &ta, &own_a) != 0 ||
+            evpy_operand(st, b, ta, &tb, &own_b) != 0) {
+            goto done;
+        }
+    } else if (evpy_operand(st, b, NULL, &tb, &own_b) != 0 ||
+               evpy_operand(st, a, tb, &ta, &own_a) != 0) {
+        goto done;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        goto done;
+    }
+    ev_tensor *out;
+    int rc = ev_binary(&ex, op, ta, tb, &out);
+    res = finish(st, rc, out);
+done:
+    if (own_a) {
+        ev_tensor_unref(ta);
+    }
+    if (own_b) {
+        ev_tensor_unref(tb);
+    }
+    return res;
+}
+
+/* a op= b in place; returns a new reference to self. */
+static PyObject *binary_inplace(evpy_state *st, int op, PyObject *self, PyObject *b)
+{
+    ev_tensor *ta = evpy_tensor_get(self), *tb;
+    int own_b;
+    if (!ta || evpy_operand(st, b, ta, &tb, &own_b) != 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    int rc = evpy_exec(&ex) == 0 ? ev_binary_(&ex, op, ta, tb) : 1;
+    if (own_b) {
+        ev_tensor_unref(tb);
+    }
+    if (rc == 1) {
+        return NULL;
+    }
+    if (rc) {
+        return evpy_raise(rc);
+    }
+    if (evpy_maybe_sync(ta) != 0) {
+        return NULL;
+    }
+    return Py_NewRef(self);
+}
+
+typedef PyObject *(*impl_fn)(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+
+static const char *binary_name(int op)
+{
+    return ev_binary_op_name(op);
+}
+
+static PyObject *binary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "other", NULL};
+    PyObject *a[2];
+    if (parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
+        return NULL;
+    }
+    return evpy_binary(st, op, a[0], a[1]);
+}
+
+static PyObject *binary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "other", NULL};
+    PyObject *a[2];
+    if (parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0 ||
+        !need_tensor(binary_name(op), a[0])) {
+        return NULL;
+    }
+    return binary_inplace(st, op, a[0], a[1]);
+}
+
+/* ------------------------------------------------------------------- unary */
+
+static PyObject *unary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    static const char *const names[] = {"input", NULL};
+    PyObject *a[1];
+    const char *fn = ev_unary_op_name(op);
+    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0) {
+        return NULL;
+    }
+    ev_tensor *x;
+    int own;
+    if (evpy_operand(st, a[0], NULL, &x, &own) != 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    PyObject *res = NULL;
+    if (evpy_exec(&ex) == 0) {
+        ev_tensor *out;
+        int rc = ev_unary(&ex, op, x, &out);
+        res = finish(st, rc, out);
+    }
+    if (own) {
+        ev_tensor_unref(x);
+    }
+    return res;
+}
+
+static PyObject *unary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"input", NULL};
+    PyObject *a[1];
+    const char *fn = ev_unary_op_name(op);
+    ev_tensor *x;
+    ev_exec ex;
+    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int rc = ev_unary_(&ex, op, x);
+    if (rc) {
+        return evpy_raise(rc);
+    }
+    if (evpy_maybe_sync(x) != 0) {
+        return NULL;
+    }
+    return Py_NewRef(a[0]);
+}
+
+/* clamp(input, min=None, max=None) and clamp_ (code 1). */
+static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "min", "max", NULL};
+    PyObject *a[3];
+    ev_tensor *x;
+    if (parse_args("clamp", args, nargs, kwnames, names, 3, 1, a) != 0 ||
+        !(x = need_tensor("clamp", a[0]))) {
+        return NULL;
+    }
+    ev_scalar lo, hi;
+    int has_lo = a[1] && a[1] != Py_None, has_hi = a[2] && a[2] != Py_None;
+    if ((has_lo && to_scalar("clamp", a[1], &lo) != 0) ||
+        (has_hi && to_scalar("clamp", a[2], &hi) != 0)) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    if (inplace) {
+        int rc = ev_clamp_(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL);
+        if (rc) {
+            return evpy_raise(rc);
+        }
+        return evpy_maybe_sync(x) ? NULL : Py_NewRef(a[0]);
+    }
+    ev_tensor *out;
+    int rc = ev_clamp(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL, &out);
+    return finish(st, rc, out);
+}
+
+/* to(dtype) / cast(input, dtype): always a new tensor, as ev_cast. */
+static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dtype", NULL};
+    PyObject *a[2];
+    ev_tensor *x;
+    int dtype;
+    if (parse_args("to", args, nargs, kwnames, names, 2, 2, a) != 0 ||
+        !(x = need_tensor("to", a[0])) || evpy_parse_dtype(st, a[1], &dtype) != 0) {
+        return NULL;
+    }
+    if (dtype < 0) {
+        PyErr_SetString(PyExc_TypeError, "to(): dtype must not be None");
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_cast(&ex, x, (ev_dtype)dtype, &out);
+    return finish(st, rc, out);
+}
+
+/* -------------------------------------------------------------- reductions */
+
+/* sum/mean/prod/max/min(input, dim=None, keepdim=False); values as NumPy. */
+static PyObject *reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim", "keepdim", NULL};
+    PyObject *a[3];
+    const char *fn = ev_reduce_op_name(op);
+    ev_tensor *x;
+    int dims[EV_MAX_DIMS], ndims, all, keep;
+    if (parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        (keep = parse_bool(a[2], 0)) < 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_reduce(&ex, op, x, ndims, all ? NULL : dims, keep, &out);
+    return finish(st, rc, out);
+}
+
+/* argmax/argmin(input, dim=None, keepdim=False); code 0 argmax, 1 argmin. */
+static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim", "keepdim", NULL};
+    PyObject *a[3];
+    const char *fn = code ? "argmin" : "argmax";
+    ev_tensor *x;
+    int keep;
+    long d = 0;
+    if (parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || (keep = parse_bool(a[2], 0)) < 0) {
+        return NULL;
+    }
+    int has_dim = a[1] && a[1] != Py_None;
+    if (has_dim && parse_int(fn, "dim", a[1], &d) != 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int dim = (int)d;
+    ev_tensor *out;
+    int rc = (code ? ev_argmin : ev_argmax)(&ex, x, has_dim ? &dim : NULL, keep, &out);
+    return finish(st, rc, out);
+}
+
+/* var/std(input, dim=None, *, correction=1, keepdim=False, unbiased=None);
+ * code 0 var, 1 std. */
+static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim", "correction", "keepdim", "unbiased",
+                                        NULL};
+    PyObject *a[5];
+    const char *fn = code ? "std" : "var";
+    ev_tensor *x;
+    int dims[EV_MAX_DIMS], ndims, all, keep;
+    if (parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        (keep = parse_bool(a[3], 0)) < 0) {
+        return NULL;
+    }
+    double correction = 1.0;
+    if (a[2] && a[2] != Py_None) {
+        correction = PyFloat_AsDouble(a[2]);
+        if (correction == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    if (a[4] && a[4] != Py_None) {
+        int u = PyObject_IsTrue(a[4]);
+        if (u < 0) {
+            return NULL;
+        }
+        correction = u ? 1.0 : 0.0;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = (code ? ev_std : ev_var)(&ex, x, ndims, all ? NULL : dims, correction, keep, &out);
+    return finish(st, rc, out);
+}
+
+/* softmax/log_softmax(input, dim); code 0 softmax, 1 log_softmax. */
+static PyObject *softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim", NULL};
+    PyObject *a[2];
+    const char *fn = code ? "log_softmax" : "softmax";
+    ev_tensor *x;
+    long d;
+    if (parse_args(fn, args, nargs, kwnames, names, 2, 2, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || parse_int(fn, "dim", a[1], &d) != 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = (code ? ev_log_softmax : ev_softmax)(&ex, x, (int)d, &out);
+    return finish(st, rc, out);
+}
+
+static PyObject *matmul_objs(evpy_state *st, PyObject *a, PyObject *b)
+{
+    ev_tensor *ta, *tb;
+    int own_a, own_b;
+    if (evpy_operand(st, a, NULL, &ta, &own_a) != 0) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    if (evpy_operand(st, b, NULL, &tb, &own_b) == 0) {
+        ev_exec ex;
+        if (evpy_exec(&ex) == 0) {
+            ev_tensor *out;
+            int rc = ev_matmul(&ex, ta, tb, &out);
+            res = finish(st, rc, out);
+        }
+        if (own_b) {
+            ev_tensor_unref(tb);
+        }
+    }
+    if (own_a) {
+        ev_tensor_unref(ta);
+    }
+    return res;
+}
+
+static PyObject *matmul_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "other", NULL};
+    PyObject *a[2];
+    if (parse_args("matmul", args, nargs, kwnames, names, 2, 2, a) != 0) {
+        return NULL;
+    }
+    return matmul_objs(st, a[0], a[1]);
+}
+
+/* ------------------------------------------------------------------- views */
+
+enum { V_VIEW, V_RESHAPE, V_EXPAND, V_PERMUTE };
+
+/* view/reshape/expand/permute(input, *shape) and (input, shape). */
+static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const fns[] = {"view", "reshape", "expand", "permute"};
+    const char *fn = fns[code];
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", fn);
+        return NULL;
+    }
+    ev_tensor *x;
+    if (nargs < 1 || !(x = need_tensor(fn, args[0]))) {
+        if (nargs < 1) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument 'input'", fn);
+        }
+        return NULL;
+    }
+    int nd;
+    int64_t shape[EV_MAX_DIMS];
+    if (evpy_parse_shape(args + 1, nargs - 1, &nd, shape) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc;
+    if (code == V_VIEW) {
+        rc = ev_view(x, nd, shape, &out);
+    } else if (code == V_EXPAND) {
+        rc = ev_expand(x, nd, shape, &out);
+    } else if (code == V_PERMUTE) {
+        if (nd != ev_tensor_ndim(x)) {
+            PyErr_Format(PyExc_ValueError, "permute(): %d dimensions given for a tensor with %d",
+                         nd, ev_tensor_ndim(x));
+            return NULL;
+        }
+        int dims[EV_MAX_DIMS];
+        for (int i = 0; i < nd; i++) {
+            dims[i] = (int)shape[i];
+        }
+        rc = ev_permute(x, dims, &out);
+    } else {
+        ev_exec ex;
+        if (evpy_exec(&ex) != 0) {
+            return NULL;
+        }
+        rc = ev_reshape(&ex, x, nd, shape, &out);
+    }
+    return finish(st, rc, out);
+}
+
+static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"input", NULL};
+    PyObject *a[1];
+    ev_tensor *x;
+    ev_exec ex;
+    if (parse_args("flatten", args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        !(x = need_tensor("flatten", a[0])) || evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int64_t shape[1] = {-1};
+    ev_tensor *out;
+    int rc = ev_reshape(&ex, x, 1, shape, &out);
+    return finish(st, rc, out);
+}
+
+static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim0", "dim1", NULL};
+    PyObject *a[3];
+    ev_tensor *x;
+    long d0, d1;
+    if (parse_args("transpose", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+        !(x = need_tensor("transpose", a[0])) || parse_int("transpose", "dim0", a[1], &d0) ||
+        parse_int("transpose", "dim1", a[2], &d1)) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_transpose(x, (int)d0, (int)d1, &out);
+    return finish(st, rc, out);
+}
+
+/* squeeze(input, dim=None) (code 0) and unsqueeze(input, dim) (code 1). */
+static PyObject *squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dim", NULL};
+    PyObject *a[2];
+    const char *fn = code ? "unsqueeze" : "squeeze";
+    ev_tensor *x;
+    if (parse_args(fn, args, nargs, kwnames, names, 2, 1 + code, a) != 0 ||
+        !(x = need_tensor(fn, a[0]))) {
+        return NULL;
+    }
+    long d = 0;
+    int has = a[1] && a[1] != Py_None;
+    if (has && parse_int(fn, "dim", a[1], &d) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = code ? ev_unsqueeze(x, (int)d, &out)
+                  : has ? ev_squeeze(x, (int)d, &out) : ev_squeeze_all(x, &out);
+    return finish(st, rc, out);
+}
+
+/* contiguous (code 0) and clone (code 1, always a copy). */
+static PyObject *contiguous_fn(evpy_state *st, int code, PyObject *const *args,
+                               Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"input", NULL};
+    PyObject *a[1];
+    const char *fn = code ? "clone" : "contiguous";
+    ev_tensor *x;
+    ev_exec ex;
+    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = code ? ev_cast(&ex, x, ev_tensor_dtype(x), &out) : ev_contiguous(&ex, x, &out);
+    return finish(st, rc, out);
+}
+
+/* copy_(self, src) (code 0) and fill_(self, value) (code 1). */
+static PyObject *write_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "src", NULL};
+    static const char *const fnames[] = {"input", "value", NULL};
+    PyObject *a[2];
+    const char *fn = code ? "fill_" : "copy_";
+    ev_tensor *x;
+    ev_exec ex;
+    if (parse_args(fn, args, nargs, kwnames, code ? fnames : names, 2, 2, a) != 0 ||
+        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int rc;
+    if (code) {
+        ev_scalar v;
+        if (to_scalar(fn, a[1], &v) != 0) {
+            return NULL;
+        }
+        rc = ev_fill_(&ex, x, v);
+    } else {
+        ev_tensor *src;
+        int own;
+        if (evpy_operand(st, a[1], x, &src, &own) != 0) {
+            return NULL;
+        }
+        rc = ev_copy_(&ex, x, src);
+        if (own) {
+            ev_tensor_unref(src);
+        }
+    }
+    if (rc) {
+        return evpy_raise(rc);
+    }
+    return evpy_maybe_sync(x) ? NULL : Py_NewRef(a[0]);
+}
+
+/* ---------------------------------------------------------------- creation */
+
+static PyObject *tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"data", "dtype", NULL};
+    PyObject *a[2];
+    const char *fn = code ? "from_numpy" : "tensor";
+    int dtype;
+    if (parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
+        evpy_parse_dtype(st, a[1], &dtype) != 0) {
+        return NULL;
+    }
+    if (code && !PyObject_CheckBuffer(a[0])) {
+        PyErr_Format(PyExc_TypeError, "from_numpy(): expected a NumPy array, got %.100s",
+                     Py_TYPE(a[0])->tp_name);
+        return NULL;
+    }
+    ev_tensor *out;
+    if (evpy_tensor_from_data(st, a[0], dtype, &out) != 0) {
+        return NULL;
+    }
+    return finish(st, 0, out);
+}
+
+/* Shape as varargs or one sequence, then keyword dtype (and fill_value for
+ * full). code: 0 empty, 1 zeros, 2 ones. */
+static PyObject *fill_create_fn(evpy_state *st, int code, PyObject *const *args,
+                                Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const fns[] = {"empty", "zeros", "ones"};
+    const char *fn = fns[code];
+    PyObject *dt = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        if (PyUnicode_CompareWithASCIIString(key, "dtype") == 0) {
+            dt = args[nargs + k];
+        } else if (PyUnicode_CompareWithASCIIString(key, "device") != 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
+                         key);
+            return NULL;
+        }
+    }
+    int nd, dtype;
+    int64_t shape[EV_MAX_DIMS];
+    if (evpy_parse_shape(args, nargs, &nd, shape) != 0 || evpy_parse_dtype(st, dt, &dtype)) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_dtype d = dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype;
+    ev_tensor *out;
+    int rc = code == 0 ? ev_empty(&ex, d, nd, shape, &out)
+             : code == 1 ? ev_zeros(&ex, d, nd, shape, &out)
+                         : ev_ones(&ex, d, nd, shape, &out);
+    return finish(st, rc, out);
+}
+
+static ev_dtype scalar_default_dtype(const ev_scalar *v)
+{
+    return v->dtype == EV_BOOL ? EV_BOOL : v->dtype == EV_INT64 ? EV_INT64 : EV_FLOAT32;
+}
+
+static PyObject *full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    static const char *const names[] = {"size", "fill_value", "dtype", NULL};
+    PyObject *a[3];
+    int nd, dtype;
+    int64_t shape[EV_MAX_DIMS];
+    ev_scalar v;
+    if (parse_args("full", args, nargs, kwnames, names, 3, 2, a) != 0 ||
+        evpy_parse_shape(&a[0], 1, &nd, shape) != 0 || to_scalar("full", a[1], &v) != 0 ||
+        evpy_parse_dtype(st, a[2], &dtype) != 0) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_full(&ex, dtype < 0 ? scalar_default_dtype(&v) : (ev_dtype)dtype, nd, shape, v,
+                     &out);
+    return finish(st, rc, out);
+}
+
+/* *_like(input, [fill_value,] dtype=None): code 0 empty, 1 zeros, 2 ones, 3 full. */
+static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "dtype", NULL};
+    static const char *const fnames[] = {"input", "fill_value", "dtype", NULL};
+    static const char *const fns[] = {"empty_like", "zeros_like", "ones_like", "full_like"};
+    PyObject *a[3];
+    int full = code == 3;
+    ev_tensor *x;
+    int dtype;
+    ev_scalar v = ev_scalar_int(code == 2 ? 1 : 0);
+    if (parse_args(fns[code], args, nargs, kwnames, full ? fnames : names, 1 + full, 1 + full,
+                   a) != 0 ||
+        !(x = need_tensor(fns[code], a[0])) ||
+        evpy_parse_dtype(st, a[1 + full], &dtype) != 0 ||
+        (full && to_scalar(fns[code], a[1], &v) != 0)) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_dtype d = dtype < 0 ? ev_tensor_dtype(x) : (ev_dtype)dtype;
+    ev_tensor *out;
+    int rc = code == 0 ? ev_empty(&ex, d, ev_tensor_ndim(x), ev_tensor_shape(x), &out)
+                       : ev_full(&ex, d, ev_tensor_ndim(x), ev_tensor_shape(x), v, &out);
+    return finish(st, rc, out);
+}
+
+static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"start", "end", "step", "dtype", NULL};
+    PyObject *a[4];
+    int dtype;
+    if (parse_args("arange", args, nargs, kwnames, names, 3, 1, a) != 0 ||
+        evpy_parse_dtype(st, a[3], &dtype) != 0) {
+        return NULL;
+    }
+    ev_scalar start = ev_scalar_int(0), stop, step = ev_scalar_int(1);
+    PyObject *s0 = a[1] && a[1] != Py_None ? a[0] : NULL;
+    PyObject *s1 = a[1] && a[1] != Py_None ? a[1] : a[0];
+    if ((s0 && to_scalar("arange", s0, &start) != 0) || to_scalar("arange", s1, &stop) != 0 ||
+        (a[2] && to_scalar("arange", a[2], &step) != 0)) {
+        return NULL;
+    }
+    if (dtype < 0) {
+        int any_float = start.dtype == EV_FLOAT64 || stop.dtype == EV_FLOAT64 ||
+                        step.dtype == EV_FLOAT64;
+        dtype = any_float ? EV_FLOAT32 : EV_INT64;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_arange(&ex, start, stop, step, (ev_dtype)dtype, &out);
+    return finish(st, rc, out);
+}
+
+static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    static const char *const names[] = {"start", "end", "steps", "dtype", NULL};
+    PyObject *a[4];
+    int dtype;
+    long steps;
+    if (parse_args("linspace", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+        evpy_parse_dtype(st, a[3], &dtype) != 0 ||
+        parse_int("linspace", "steps", a[2], &steps) != 0) {
+        return NULL;
+    }
+    double lo = PyFloat_AsDouble(a[0]);
+    if (lo == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    double hi = PyFloat_AsDouble(a[1]);
+    if (hi == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_linspace(&ex, lo, hi, steps, dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype, &out);
+    return finish(st, rc, out);
+}
+
+static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "m", "dtype", NULL};
+    PyObject *a[3];
+    int dtype;
+    long n, m = -1;
+    if (parse_args("eye", args, nargs, kwnames, names, 2, 1, a) != 0 ||
+        parse_int("eye", "n", a[0], &n) != 0 ||
+        (a[1] && a[1] != Py_None && parse_int("eye", "m", a[1], &m) != 0) ||
+        evpy_parse_dtype(st, a[2], &dtype) != 0) {
+        return NULL;
+    }
+    if (n < 0 || (a[1] && a[1] != Py_None && m < 0)) {
+        PyErr_SetString(PyExc_ValueError, "eye(): sizes must be non-negative");
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out;
+    int rc = ev_eye(&ex, n, m, dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype, &out);
+    return finish(st, rc, out);
+}
+
+/* ----------------------------------------------------- functions, methods */
+
+/* Each op is defined once as an impl taking (input, ...) and bound twice:
+ * as a module function, and as a method that puts self in front. */
+static PyObject *call_method(impl_fn impl, int code, PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *stack[MAX_ARGS + 1];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > MAX_ARGS) {
+        PyErr_SetString(PyExc_TypeError, "too many arguments");
+        return NULL;
+    }
+    stack[0] = self;
+    memcpy(stack + 1, args, (size_t)(nargs + nkw) * sizeof *args);
+    return impl(evpy_state_of_type(Py_TYPE(self)), code, stack, nargs + 1, kwnames);
+}
+
+#define FN(pyname, impl, code)                                                               \
+    static PyObject *fn_##pyname(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,    \
+                                 PyObject *kwnames)                                         \
+    {                                                                                       \
+        return impl(PyModule_GetState(mod), code, args, nargs, kwnames);                    \
+    }
+#define METH(pyname, impl, code)                                                             \
+    static PyObject *meth_##pyname(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
+                                   PyObject *kwnames)                                       \
+    {                                                                                       \
+        return call_method(impl, code, self, args, nargs, kwnames);                         \
+    }
+#define BOTH(pyname, impl, code) FN(pyname, impl, code) METH(pyname, impl, code)
+
+#define FASTKW METH_FASTCALL | METH_KEYWORDS
+#define FN_ENTRY(pyname, doc) \
+    {#pyname, (PyCFunction)(void (*)(void))fn_##pyname, FASTKW, doc},
+#define METH_ENTRY(pyname, doc) \
+    {#pyname, (PyCFunction)(void (*)(void))meth_##pyname, FASTKW, doc},
+
+/* Ops bound as both a function and a method. */
+#define BINARY_BOTH(id, name) BOTH(name, binary_fn, EV_OP_##id)
+EV_BINARY_OP_MAP(BINARY_BOTH)
+#define BINARY_INPLACE(id, name) METH(name##_, binary_inplace_fn, EV_OP_##id)
+EV_BINARY_OP_MAP(BINARY_INPLACE)
+#define UNARY_BOTH(id, name) BOTH(name, unary_fn, EV_OP_##id)
+EV_UNARY_OP_MAP(UNARY_BOTH)
+#define UNARY_INPLACE(id, name) METH(name##_, unary_inplace_fn, EV_OP_##id)
+EV_UNARY_OP_MAP(UNARY_INPLACE)
+#define REDUCE_BOTH(id, name) BOTH(name, reduce_fn, EV_REDUCE_##id)
+EV_REDUCE_OP_MAP(REDUCE_BOTH)
+
+BOTH(clamp, clamp_fn, 0)
+METH(clamp_, clamp_fn, 1)
+BOTH(argmax, arg_fn, 0)
+BOTH(argmin, arg_fn, 1)
+BOTH(var, var_fn, 0)
+BOTH(std, var_fn, 1)
+BOTH(softmax, softmax_fn, 0)
+BOTH(log_softmax, softmax_fn, 1)
+BOTH(matmul, matmul_fn, 0)
+BOTH(view, shape_view_fn, V_VIEW)
+BOTH(reshape, shape_view_fn, V_RESHAPE)
+BOTH(expand, shape_view_fn, V_EXPAND)
+BOTH(permute, shape_view_fn, V_PERMUTE)
+BOTH(flatten, flatten_fn, 0)
+BOTH(transpose, transpose_fn, 0)
+BOTH(squeeze, squeeze_fn, 0)
+BOTH(unsqueeze, squeeze_fn, 1)
+BOTH(contiguous, contiguous_fn, 0)
+BOTH(clone, contiguous_fn, 1)
+METH(copy_, write_fn, 0)
+METH(fill_, write_fn, 1)
+METH(to, cast_fn, 0)
+FN(cast, cast_fn, 0)
+FN(tensor, tensor_fn, 0)
+FN(from_numpy, tensor_fn, 1)
+FN(empty, fill_create_fn, 0)
+FN(zeros, fill_create_fn, 1)
+FN(ones, fill_create_fn, 2)
+FN(full, full_fn, 0)
+FN(empty_like, like_fn, 0)
+FN(zeros_like, like_fn, 1)
+FN(ones_like, like_fn, 2)
+FN(full_like, like_fn, 3)
+FN(arange, arange_fn, 0)
+FN(linspace, linspace_fn, 0)
+FN(eye, eye_fn, 0)
+
+/* NumPy spellings of the same functions. */
+FN(subtract, binary_fn, EV_OP_SUB)
+FN(multiply, binary_fn, EV_OP_MUL)
+FN(divide, binary_fn, EV_OP_DIV)
+FN(true_divide, binary_fn, EV_OP_DIV)
+FN(negative, unary_fn, EV_OP_NEG)
+FN(clip, clamp_fn, 0)
+FN(power, binary_fn, EV_OP_POW)
+
+#define BINARY_FN_ENTRY(id, name) FN_ENTRY(name, "Elementwise " #name " with broadcasting.")
+#define UNARY_FN_ENTRY(id, name) FN_ENTRY(name, "Elementwise " #name ".")
+#define REDUCE_FN_ENTRY(id, name) \
+    FN_ENTRY(name, #name "(input, dim=None, keepdim=False): reduces over dim (all if None).")
+
+PyMethodDef evpy_op_methods[] = {
+    EV_BINARY_OP_MAP(BINARY_FN_ENTRY)
+    EV_UNARY_OP_MAP(UNARY_FN_ENTRY)
+    EV_REDUCE_OP_MAP(REDUCE_FN_ENTRY)
+    FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
+    FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
+    FN_ENTRY(argmax, "argmax(input, dim=None, keepdim=False)")
+    FN_ENTRY(argmin, "argmin(input, dim=None, keepdim=False)")
+    FN_ENTRY(var, "var(input, dim=None, correction=1, keepdim=False)")
+    FN_ENTRY(std, "std(input, dim=None, correction=1, keepdim=False)")
+    FN_ENTRY(softmax, "softmax(input, dim)")
+    FN_ENTRY(log_softmax, "log_softmax(input, dim)")
+    FN_ENTRY(matmul, "matmul(input, other): NumPy's matmul semantics")
+    FN_ENTRY(view, "view(input, *shape): a view with a new shape")
+    FN_ENTRY(reshape, "reshape(input, *shape): a view when possible, else a copy")
+    FN_ENTRY(expand, "expand(input, *shape): broadcast view")
+    FN_ENTRY(permute, "permute(input, *dims)")
+    FN_ENTRY(flatten, "flatten(input)")
+    FN_ENTRY(transpose, "transpose(input, dim0, dim1)")
+    FN_ENTRY(squeeze, "squeeze(input, dim=None)")
+    FN_ENTRY(unsqueeze, "unsqueeze(input, dim)")
+    FN_ENTRY(contiguous, "contiguous(input)")
+    FN_ENTRY(clone, "clone(input): a copy")
+    FN_ENTRY(cast, "cast(input, dtype): a copy converted to dtype")
+    FN_ENTRY(tensor, "tensor(data, dtype=None): a new tensor holding a copy of data "
+                     "(nested sequences, scalars, NumPy arrays or any buffer); floats "
+                     "default to float32, integers to int64")
+    FN_ENTRY(from_numpy, "from_numpy(array, dtype=None): a tensor holding a copy of array")
+    FN_ENTRY(empty, "empty(*size, dtype=float32)")
+    FN_ENTRY(zeros, "zeros(*size, dtype=float32)")
+    FN_ENTRY(ones, "ones(*size, dtype=float32)")
+    FN_ENTRY(full, "full(size, fill_value, dtype=None)")
+    FN_ENTRY(empty_like, "empty_like(input, dtype=None)")
+    FN_ENTRY(zeros_like, "zeros_like(input, dtype=None)")
+    FN_ENTRY(ones_like, "ones_like(input, dtype=None)")
+    FN_ENTRY(full_like, "full_like(input, fill_value, dtype=None)")
+    FN_ENTRY(arange, "arange(start, end=None, step=1, dtype=None)")
+    FN_ENTRY(linspace, "linspace(start, end, steps, dtype=float32)")
+    FN_ENTRY(eye, "eye(n, m=None, dtype=float32)")
+    FN_ENTRY(subtract, "alias of sub")
+    FN_ENTRY(multiply, "alias of mul")
+    FN_ENTRY(divide, "alias of div")
+    FN_ENTRY(true_divide, "alias of div")
+    FN_ENTRY(negative, "alias of neg")
+    FN_ENTRY(power, "alias of pow")
+    {NULL},
+};
+
+#define BINARY_METH_ENTRY(id, name) METH_ENTRY(name, NULL) METH_ENTRY(name##_, NULL)
+#define UNARY_METH_ENTRY(id, name) METH_ENTRY(name, NULL) METH_ENTRY(name##_, NULL)
+#define REDUCE_METH_ENTRY(id, name) METH_ENTRY(name, NULL)
+
+PyMethodDef evpy_tensor_op_methods[] = {
+    EV_BINARY_OP_MAP(BINARY_METH_ENTRY)
+    EV_UNARY_OP_MAP(UNARY_METH_ENTRY)
+    EV_REDUCE_OP_MAP(REDUCE_METH_ENTRY)
+    METH_ENTRY(clamp, NULL)
+    METH_ENTRY(clamp_, NULL)
+    METH_ENTRY(argmax, NULL)
+    METH_ENTRY(argmin, NULL)
+    METH_ENTRY(var, NULL)
+    METH_ENTRY(std, NULL)
+    METH_ENTRY(softmax, NULL)
+    METH_ENTRY(log_softmax, NULL)
+    METH_ENTRY(matmul, NULL)
+    METH_ENTRY(view, NULL)
+    METH_ENTRY(reshape, NULL)
+    METH_ENTRY(expand, NULL)
+    METH_ENTRY(permute, NULL)
+    METH_ENTRY(flatten, NULL)
+    METH_ENTRY(transpose, NULL)
+    METH_ENTRY(squeeze, NULL)
+    METH_ENTRY(unsqueeze, NULL)
+    METH_ENTRY(contiguous, NULL)
+    METH_ENTRY(clone, NULL)
+    METH_ENTRY(copy_, "copy_(src): copies src (broadcast, converted) into this tensor")
+    METH_ENTRY(fill_, "fill_(value): sets every element")
+    METH_ENTRY(to, "to(dtype): a copy converted to dtype")
+    {NULL},
+};
+
+/* --------------------------------------------------------------- operators */
+
+static evpy_state *state_of_pair(PyObject *a, PyObject *b)
+{
+    return evpy_state_of_type(Py_TYPE(evpy_tensor_check(a) ? a : b));
+}
+
+#define BINOP(slot, op)                                                  \
+    static PyObject *nb_##slot(PyObject *a, PyObject *b)                 \
+    {                                                                    \
+        if (!operand_like(a) || !operand_like(b)) {                      \
+            Py_RETURN_NOTIMPLEMENTED;                                    \
+        }                                                                \
+        return evpy_binary(state_of_pair(a, b), op, a, b);               \
+    }                                                                    \
+    static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)         \
+    {                                                                    \
+        if (!evpy_tensor_check(a) || !operand_like(b)) {                 \
+            Py_RETURN_NOTIMPLEMENTED;                                    \
+        }                                                                \
+        return binary_inplace(state_of_pair(a, b), op, a, b);            \
+    }
+
+BINOP(add, EV_OP_ADD)
+BINOP(subtract, EV_OP_SUB)
+BINOP(multiply, EV_OP_MUL)
+BINOP(true_divide, EV_OP_DIV)
+BINOP(floor_divide, EV_OP_FLOOR_DIVIDE)
+BINOP(remainder, EV_OP_REMAINDER)
+
+/* & | ^ are the logical ops on bool tensors; the bitwise integer ops are not
+ * in the C op set yet. */
+static int is_bool_operand(PyObject *o)
+{
+    return evpy_tensor_check(o) ? ev_tensor_dtype(EvTensor_CAST(o)->t) == EV_BOOL
+                                : PyBool_Check(o);
+}
+
+#define LOGICOP(slot, op)                                                                   \
+    static PyObject *nb_##slot(PyObject *a, PyObject *b)                                    \
+    {                                                                                       \
+        if (!operand_like(a) || !operand_like(b)) {                                         \
+            Py_RETURN_NOTIMPLEMENTED;                                                       \
+        }                                                                                   \
+        if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
+            PyErr_SetString(PyExc_TypeError, #slot " is only supported on bool tensors "    \
+                                                   "(bitwise integer ops are not yet in "   \
+                                                   "eagervm)");                             \
+            return NULL;                                                                    \
+        }                                                                                   \
+        return evpy_binary(state_of_pair(a, b), op, a, b);                                  \
+    }                                                                                       \
+    static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)                            \
+    {                                                                                       \
+        if (!evpy_tensor_check(a) || !operand_like(b)) {                                    \
+            Py_RETURN_NOTIMPLEMENTED;                                                       \
+        }                                                                                   \
+        if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
+            PyErr_SetString(PyExc_TypeError, #slot " is only supported on bool tensors");   \
+            return NULL;                                                                    \
+        }                                                                                   \
+        return binary_inplace(state_of_pair(a, b), op, a, b);                               \
+    }
+
+LOGICOP(and, EV_OP_LOGICAL_AND)
+LOGICOP(or, EV_OP_LOGICAL_OR)
+LOGICOP(xor, EV_OP_LOGICAL_XOR)
+
+static PyObject *nb_power(PyObject *a, PyObject *b, PyObject *mod)
+{
+    if (mod != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "pow() with a modulus is not supported");
+        return NULL;
+    }
+    if (!operand_like(a) || !operand_like(b)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return evpy_binary(state_of_pair(a, b), EV_OP_POW, a, b);
+}
+
+static PyObject *nb_inplace_power(PyObject *a, PyObject *b, PyObject *mod)
+{
+    if (mod != Py_None || !evpy_tensor_check(a) || !operand_like(b)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return binary_inplace(state_of_pair(a, b), EV_OP_POW, a, b);
+}
+
+static PyObject *nb_matmul(PyObject *a, PyObject *b)
+{
+    if (!operand_like(a) || !operand_like(b)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    return matmul_objs(state_of_pair(a, b), a, b);
+}
+
+static PyObject *unary_obj(PyObject *self, int op)
+{
+    PyObject *args[1] = {self};
+    return unary_fn(evpy_state_of_type(Py_TYPE(self)), op, args, 1, NULL);
+}
+
+static PyObject *nb_negative(PyObject *self)
+{
+    return unary_obj(self, EV_OP_NEG);
+}
+
+static PyObject *nb_absolute(PyObject *self)
+{
+    return unary_obj(self, EV_OP_ABS);
+}
+
+static PyObject *nb_positive(PyObject *self)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *nb_invert(PyObject *self)
+{
+    if (ev_tensor_dtype(EvTensor_CAST(self)->t) != EV_BOOL) {
+        PyErr_SetString(PyExc_TypeError, "~ is only supported on bool tensors (bitwise "
+                                         "integer ops are not yet in eagervm)");
+        return NULL;
+    }
+    return unary_obj(self, EV_OP_LOGICAL_NOT);
+}
+
+PyObject *evpy_tensor_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!operand_like(b)) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    static const int map[] = {
+        [Py_LT] = EV_OP_LT, [Py_LE] = EV_OP_LE, [Py_EQ] = EV_OP_EQ,
+        [Py_NE] = EV_OP_NE, [Py_GT] = EV_OP_GT, [Py_GE] = EV_OP_GE,
+    };
+    return evpy_binary(state_of_pair(a, b), map[op], a, b);
+}
+
+PyType_Slot evpy_tensor_op_slots[] = {
+    {Py_nb_add, nb_add},
+    {Py_nb_subtract, nb_subtract},
+    {Py_nb_multiply, nb_multiply},
+    {Py_nb_true_divide, nb_true_divide},
+    {Py_nb_floor_divide, nb_floor_divide},
+    {Py_nb_remainder, nb_remainder},
+    {Py_nb_power, nb_power},
+    {Py_nb_and, nb_and},
+    {Py_nb_or, nb_or},
+    {Py_nb_xor, nb_xor},
+    {Py_nb_matrix_multiply, nb_matmul},
+    {Py_nb_inplace_add, nb_inplace_add},
+    {Py_nb_inplace_subtract, nb_inplace_subtract},
+    {Py_nb_inplace_multiply, nb_inplace_multiply},
+    {Py_nb_inplace_true_divide, nb_inplace_true_divide},
+    {Py_nb_inplace_floor_divide, nb_inplace_floor_divide},
+    {Py_nb_inplace_remainder, nb_inplace_remainder},
+    {Py_nb_inplace_power, nb_inplace_power},
+    {Py_nb_inplace_and, nb_inplace_and},
+    {Py_nb_inplace_or, nb_inplace_or},
+    {Py_nb_inplace_xor, nb_inplace_xor},
+    {Py_nb_negative, nb_negative},
+    {Py_nb_positive, nb_positive},
+    {Py_nb_absolute, nb_absolute},
+    {Py_nb_invert, nb_invert},
+    {Py_tp_richcompare, evpy_tensor_richcompare},
+    {0, NULL},
+};

@@ -1,0 +1,27 @@
+"""eagervm: an asynchronous eager tensor runtime.
+
+Every op returns at once; the runtime orders the work by what it reads and
+writes and runs it on worker threads. Sync points (numpy(), tolist(), item(),
+repr(), synchronize()) wait for the values they hand over. Choose where work
+runs with eagervm.asyncs.Thread and eagervm.asyncs.thread.
+
+Set EAGERVM_SYNC=1 to make every op wait for its result before returning, so
+that a failure inside a kernel raises at the line that issued it (debugging).
+"""
+from . import _C
+from ._C import (  # noqa: F401  (the public API)
+    Tensor, dtype, bool, int32, int64, float32, float64,
+    tensor, from_numpy, empty, zeros, ones, full, empty_like, zeros_like, ones_like,
+    full_like, arange, linspace, eye,
+    add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum,
+    eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor,
+    subtract, multiply, divide, true_divide, power,
+    neg, negative, abs, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu,
+    logical_not, clamp, clip, cast,
+    sum, mean, prod, max, min, argmax, argmin, var, std, softmax, log_softmax, matmul,
+    view, reshape, expand, permute, flatten, transpose, squeeze, unsqueeze, contiguous,
+    clone, synchronize,
+)
+from . import asyncs  # noqa: F401
+
+__version__ = "0.1.0"

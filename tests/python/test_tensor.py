@@ -1,0 +1,160 @@
+"""Tensors from Python data and NumPy, metadata, sync points, indexing and
+assignment, repr, and the argument errors raised at the call."""
+import numpy as np
+import pytest
+
+import eagervm as ev
+
+DTYPES = [ev.bool, ev.int32, ev.int64, ev.float32, ev.float64]
+
+
+def test_dtype_inference():
+    assert ev.tensor([1, 2]).dtype is ev.int64
+    assert ev.tensor([1, 2.0]).dtype is ev.float32
+    assert ev.tensor([True, False]).dtype is ev.bool
+    assert ev.tensor(3).dtype is ev.int64
+    assert ev.tensor(3.0).shape == ()
+    assert ev.tensor([]).shape == (0,)
+    assert ev.tensor([[1], [2]], dtype=ev.float64).dtype is ev.float64
+    assert ev.tensor([1.7, -1.7], dtype="int32").tolist() == [1, -1]
+    assert ev.tensor([1, 2], dtype=np.float32).dtype is ev.float32
+    assert ev.tensor([0, 2], dtype=bool).tolist() == [False, True]
+
+
+@pytest.mark.parametrize("npdt", ["bool", "int32", "int64", "float32", "float64"])
+def test_numpy_roundtrip(npdt):
+    a = (np.random.default_rng(0).standard_normal((3, 4)) * 10).astype(npdt)
+    t = ev.from_numpy(a)
+    assert t.dtype.name == npdt and t.shape == (3, 4)
+    b = t.numpy()
+    assert b.dtype == a.dtype and np.array_equal(a, b)
+    b[0, 0] = 1  # the array is a copy the user may keep and modify
+    assert np.array_equal(t.numpy(), a)
+    assert np.array_equal(np.asarray(t), a)
+    assert t.tolist() == a.tolist()
+
+
+def test_buffers_widened_and_strided():
+    assert ev.tensor(np.array([1, 200], dtype=np.uint8)).tolist() == [1, 200]
+    assert ev.tensor(np.array([1.5], dtype=np.float16)).dtype is ev.float32
+    a = np.arange(24.0).reshape(4, 6)[::2, 1::2]
+    assert np.array_equal(ev.tensor(a).numpy(), a)
+    assert ev.tensor(np.float64(2.5)).item() == 2.5
+    assert ev.tensor(bytearray(b"\x01\x02")).tolist() == [1, 2]
+
+
+def test_metadata():
+    t = ev.zeros(2, 3, 4)
+    assert t.shape == (2, 3, 4) and t.ndim == 3 and t.numel() == 24 and len(t) == 2
+    assert t.T.shape == (4, 3, 2) and t.dtype is ev.float32 and t.device == "cpu"
+    assert t.size(1) == 3 and t.size() == (2, 3, 4)
+    assert ev.ones((2, 3)).shape == ev.ones(2, 3).shape == (2, 3)
+    assert t.to(ev.int32).dtype is ev.int32
+    with pytest.raises(TypeError):
+        len(ev.tensor(1.0))
+    assert not hasattr(ev, "Thread")
+
+
+def test_creation_against_numpy():
+    assert np.array_equal(ev.arange(5).numpy(), np.arange(5))
+    assert ev.arange(5).dtype is ev.int64 and ev.arange(0.0, 1.0, 0.25).dtype is ev.float32
+    assert np.allclose(ev.arange(1, 2, 0.25).numpy(), np.arange(1, 2, 0.25))
+    assert np.allclose(ev.linspace(0, 1, 5).numpy(), np.linspace(0, 1, 5))
+    assert np.array_equal(ev.eye(3).numpy(), np.eye(3, dtype=np.float32))
+    assert np.array_equal(ev.eye(2, 3, dtype=ev.int64).numpy(), np.eye(2, 3, dtype=np.int64))
+    assert np.array_equal(ev.full((2, 2), 7).numpy(), np.full((2, 2), 7))
+    assert ev.full((2,), 1.5).dtype is ev.float32
+    assert np.array_equal(ev.zeros_like(ev.ones(2, dtype=ev.int32)).numpy(), [0, 0])
+    assert ev.empty(3, dtype=ev.float64).dtype is ev.float64
+
+
+def test_item_and_conversions():
+    assert ev.tensor([[5]]).item() == 5
+    assert isinstance(ev.tensor(2.5).item(), float)
+    assert float(ev.tensor(2)) == 2.0 and int(ev.tensor(2.7)) == 2
+    assert bool(ev.tensor([1])) and not bool(ev.tensor(0.0))
+    assert [1, 2, 3][ev.tensor(1)] == 2
+    with pytest.raises(ValueError, match="one element"):
+        ev.ones(2).item()
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(ev.ones(2))
+
+
+def test_repr():
+    assert repr(ev.tensor([1.0, 2.0])) == "tensor([1., 2.], dtype=float32)"
+    assert repr(ev.tensor(3)) == "tensor(3, dtype=int64)"
+    assert "shape=(0, 3)" in repr(ev.zeros(0, 3))
+    assert repr(ev.float32) == "eagervm.float32"
+
+
+INDEXES = [
+    (1,), (-1,), (slice(None),), (slice(1, None, 2),), (Ellipsis, 0), (None,),
+    (0, slice(None, None, 3)), (slice(None), None, 1), (Ellipsis,), (1, 2, 3),
+    (slice(-3, -1),), (slice(10, 20),), (None, Ellipsis, None),
+]
+
+
+@pytest.mark.parametrize("idx", INDEXES)
+def test_getitem_matches_numpy(idx):
+    a = np.arange(4 * 5 * 6).reshape(4, 5, 6)
+    t = ev.tensor(a)
+    key = idx if len(idx) > 1 else idx[0]
+    assert np.array_equal(t[key].numpy(), a[key])
+
+
+def test_views_share_storage_and_setitem():
+    a = np.zeros((4, 5), dtype=np.float32)
+    t = ev.tensor(a)
+    t[1] = 3
+    a[1] = 3
+    t[:, ::2] = 1.5
+    a[:, ::2] = 1.5
+    t[..., 4] = ev.tensor([9.0, 8.0, 7.0, 6.0])
+    a[..., 4] = [9.0, 8.0, 7.0, 6.0]
+    row = t[2]
+    row += 100  # writes through the view into t's storage
+    a[2] += 100
+    t[3, 1:3] = [[5, 6]]
+    a[3, 1:3] = np.array([[5, 6]])
+    assert np.array_equal(t.numpy(), a)
+    t[...] = 0
+    assert t.numpy().sum() == 0
+
+
+def test_index_errors():
+    t = ev.zeros(2, 3)
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[2]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0]
+    with pytest.raises(ValueError, match="step"):
+        t[::-1]
+    with pytest.raises(IndexError):
+        t[ev.tensor([0])]
+    assert [x.tolist() for x in ev.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
+
+
+def test_argument_errors_raise_at_call():
+    with pytest.raises(ValueError, match=r"broadcast"):
+        ev.ones(2, 3) + ev.ones(4)
+    with pytest.raises(TypeError, match="dtype"):
+        ev.zeros(2, dtype="complex64")
+    with pytest.raises(TypeError):
+        ev.ones("a")
+    with pytest.raises(ValueError):
+        ev.ones(2, 3).view(4)
+    with pytest.raises(ValueError, match="ragged"):
+        ev.tensor([[1, 2], [3]])
+    with pytest.raises(TypeError):
+        ev.tensor(["a"])
+    with pytest.raises(TypeError):
+        ev.tensor([True]) - ev.tensor([True])
+    with pytest.raises(TypeError):
+        x = ev.ones(2, dtype=ev.int32)
+        x += 1.5
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ev.sum(ev.ones(2), axis=0)
+    with pytest.raises(IndexError):
+        ev.sum(ev.ones(2), dim=3)
+    with pytest.raises(OverflowError):
+        ev.tensor([2**40], dtype=ev.int32)
