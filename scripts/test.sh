@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the normal build (warnings are
-# errors), AddressSanitizer + UndefinedBehaviorSanitizer over the whole suite,
-# and ThreadSanitizer over the concurrency tests (smaller stress sizes).
+# Sets up, builds and runs every test: the C suite in the normal build
+# (warnings are errors), under AddressSanitizer + UndefinedBehaviorSanitizer,
+# and its concurrency tests under ThreadSanitizer (smaller stress sizes); then
+# the Python suite against an ASan/UBSan build of the module and, last,
+# against the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -29,3 +31,14 @@ build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEV_TSAN=ON -DEV_BUILD_BENCH
     -DEV_STRESS_SCALE=0.1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan -L concurrency --output-on-failure --timeout 1800
+
+echo "== Python module under AddressSanitizer + UndefinedBehaviorSanitizer"
+EAGERVM_SANITIZE=address,undefined \
+    /usr/bin/python3 setup.py -q build_ext --inplace --force >/dev/null
+LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    PYTHONPATH="$PWD/python" /usr/bin/python3 -m pytest tests/python -q -p no:cacheprovider
+
+echo "== Python module"
+/usr/bin/python3 setup.py -q build_ext --inplace --force >/dev/null
+PYTHONPATH="$PWD/python" /usr/bin/python3 -m pytest tests/python -q -p no:cacheprovider
