@@ -248,6 +248,11 @@ EV_API int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, c
  * reported. Spins briefly, then parks. */
 EV_API int ev_wait_obj(ev_vm *vm, ev_obj *obj, ev_error **err_out);
 
+/* Like ev_wait_obj but gives up after timeout_ms (UINT32_MAX = never) with
+ * EV_ETIMEDOUT; then nothing is reported. Lets a caller wait in slices, e.g.
+ * to notice a signal between them. */
+EV_API int ev_wait_obj_timeout(ev_vm *vm, ev_obj *obj, uint32_t timeout_ms, ev_error **err_out);
+
 /* Waits for one instruction. Returns 0, or EV_EPOISON/kernel's code with
  * *err_out set when it failed or was skipped (as long as the failure is one of
  * the last 1024 on its worker; older failures read as success). */
@@ -257,6 +262,11 @@ EV_API int ev_wait_ticket(ev_vm *vm, ev_ticket ticket, ev_error **err_out);
  * code of the earliest failure not yet reported by any wait (marking it
  * reported) with *err_out set to a new reference. */
 EV_API int ev_synchronize(ev_vm *vm, ev_error **err_out);
+
+/* Waits for every instruction issued so far, like ev_synchronize, but takes
+ * no error: failures stay for the next ev_synchronize. EV_ETIMEDOUT after
+ * timeout_ms (UINT32_MAX = never). */
+EV_API int ev_wait_all(ev_vm *vm, uint32_t timeout_ms);
 
 /* Like ev_synchronize but gives up after timeout_ms with EV_ETIMEDOUT. */
 EV_API int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err_out);

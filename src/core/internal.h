@@ -214,6 +214,7 @@ struct ev_vm {
     _Atomic uint64_t n_cross_edges, n_stream_edges, n_backpressure;
     _Atomic uint64_t n_completed;
     uint32_t workers_started;     /* guarded by submit_lock */
+    struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */
 };
 
 /* worker.c */

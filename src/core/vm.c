@@ -63,6 +63,65 @@ static int configure(ev_vm *vm, const ev_vm_config *cfg)
     return 0;
 }
 
+/* ------------------------------------------------------------- fork */
+
+/* fork() copies only the calling thread. A lock another thread held at that
+ * moment would stay locked in the child, so every runtime's locks are taken
+ * across the fork. The child has none of the parent's workers: it may release
+ * objects of a runtime whose work had finished, but should create a runtime
+ * of its own for new work. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static ev_vm *live_vms; /* linked through ev_vm.next_live */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_lock);
+    for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
+        pthread_mutex_lock(&vm->submit_lock);
+        pthread_mutex_lock(&vm->pool_lock);
+        pthread_mutex_lock(&vm->err_lock);
+    }
+}
+
+static void fork_release(void)
+{
+    for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
+        pthread_mutex_unlock(&vm->err_lock);
+        pthread_mutex_unlock(&vm->pool_lock);
+        pthread_mutex_unlock(&vm->submit_lock);
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void register_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+static void live_add(ev_vm *vm)
+{
+    pthread_once(&fork_once, register_fork_handlers);
+    pthread_mutex_lock(&live_lock);
+    vm->next_live = live_vms;
+    live_vms = vm;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void live_remove(ev_vm *vm)
+{
+    pthread_mutex_lock(&live_lock);
+    for (ev_vm **p = &live_vms; *p; p = &(*p)->next_live) {
+        if (*p == vm) {
+            *p = vm->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+/* --------------------------------------------------------- lifecycle */
+
 int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
 {
     if (!out) {
@@ -90,6 +149,7 @@ int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
     pthread_mutex_init(&vm->submit_lock, NULL);
     pthread_mutex_init(&vm->pool_lock, NULL);
     pthread_mutex_init(&vm->err_lock, NULL);
+    live_add(vm);
     *out = vm;
     return 0;
 
@@ -108,6 +168,7 @@ void ev_vm_destroy(ev_vm *vm)
         return;
     }
     ev__wait_all(vm, -1);
+    live_remove(vm);
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (w) {

@@ -51,7 +51,18 @@ static int hand_out(ev_error *err, ev_error **err_out)
     return err->code == EV_EPOISON ? EV_EPOISON : err->code;
 }
 
+/* Absolute deadline for a timeout in ms (UINT32_MAX = none). */
+static int64_t deadline_after(uint32_t timeout_ms)
+{
+    return timeout_ms == UINT32_MAX ? -1 : ev__now_ns() + (int64_t)timeout_ms * 1000000;
+}
+
 int ev_wait_obj(ev_vm *vm, ev_obj *obj, ev_error **err_out)
+{
+    return ev_wait_obj_timeout(vm, obj, UINT32_MAX, err_out);
+}
+
+int ev_wait_obj_timeout(ev_vm *vm, ev_obj *obj, uint32_t timeout_ms, ev_error **err_out)
 {
     if (err_out) {
         *err_out = NULL;
@@ -62,7 +73,9 @@ int ev_wait_obj(ev_vm *vm, ev_obj *obj, ev_error **err_out)
     pthread_mutex_lock(&vm->submit_lock);
     ev_dep d = obj->last_writer;
     pthread_mutex_unlock(&vm->submit_lock);
-    host_wait(vm, d, -1);
+    if (!host_wait(vm, d, deadline_after(timeout_ms))) {
+        return ev__set_message(EV_ETIMEDOUT, "ev_wait_obj: not ready after %u ms", timeout_ms);
+    }
     ev_error *err = atomic_load_explicit(&obj->poison, memory_order_acquire);
     if (!err) {
         return 0;
@@ -151,8 +164,7 @@ int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err_out)
     if (!vm) {
         return ev__set_message(EV_EINVAL, "ev_synchronize: vm is NULL");
     }
-    int64_t deadline = timeout_ms == UINT32_MAX ? -1 : ev__now_ns() + (int64_t)timeout_ms * 1000000;
-    if (!ev__wait_all(vm, deadline)) {
+    if (!ev__wait_all(vm, deadline_after(timeout_ms))) {
         return ev__set_message(EV_ETIMEDOUT, "ev_synchronize: still busy after %u ms",
                                timeout_ms);
     }
@@ -165,6 +177,17 @@ int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err_out)
     ev_error_format(err, buf, sizeof buf);
     ev_error_unref(err);
     return ev__set_message(rc, "%s", buf);
+}
+
+int ev_wait_all(ev_vm *vm, uint32_t timeout_ms)
+{
+    if (!vm) {
+        return ev__set_message(EV_EINVAL, "ev_wait_all: vm is NULL");
+    }
+    if (!ev__wait_all(vm, deadline_after(timeout_ms))) {
+        return ev__set_message(EV_ETIMEDOUT, "ev_wait_all: still busy after %u ms", timeout_ms);
+    }
+    return 0;
 }
 
 int ev_synchronize(ev_vm *vm, ev_error **err_out)

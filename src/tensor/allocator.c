@@ -35,9 +35,29 @@ static allocator cpu_allocator = {
     .device_type = EV_DEVICE_CPU,
 };
 
+/* fork() copies only the calling thread: if a worker held the lock at that
+ * moment, the child would find it locked forever. Hold it across the fork. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&cpu_allocator.lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&cpu_allocator.lock);
+}
+
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 static allocator *allocator_for(int device_type, int device_index)
 {
     if (device_type == EV_DEVICE_CPU && device_index == 0) {
+        pthread_once(&fork_handlers_once, register_fork_handlers);
         return &cpu_allocator;
     }
     return NULL;

@@ -3,6 +3,8 @@
  * concurrent submitters. EV_TEST_CONCURRENCY */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/engine_util.h"
 
@@ -535,6 +537,90 @@ static void test_concurrent_submitters(void)
     ev_vm_destroy(vm);
 }
 
+/* ------------------------------------------ timed waits, wait-all, fork */
+
+static void test_timed_waits_and_wait_all(void)
+{
+    ev_vm *vm;
+    CHECK_OK(ev_vm_create(NULL, &vm));
+    gate g;
+    gate_init(&g);
+    gate *gp = &g;
+    ev_obj *obj;
+    CHECK_OK(ev_obj_create(vm, &obj));
+    index_op bad = {4, 1, &(_Atomic int){0}};
+    submit1(vm, 2, gather_kernel, &bad, sizeof bad, NULL, 0, "fails");
+    submit1(vm, 1, gate_kernel, &gp, sizeof gp, obj, EV_WRITE, "blocked");
+    CHECK_EQ(ev_wait_obj_timeout(vm, obj, 0, NULL), EV_ETIMEDOUT);
+    CHECK_EQ(ev_wait_obj_timeout(vm, obj, 20, NULL), EV_ETIMEDOUT);
+    CHECK_EQ(ev_wait_all(vm, 20), EV_ETIMEDOUT);
+    gate_open(&g);
+    CHECK_OK(ev_wait_obj_timeout(vm, obj, UINT32_MAX, NULL));
+    /* Waiting for everything takes no error: synchronize still reports it. */
+    CHECK_OK(ev_wait_all(vm, UINT32_MAX));
+    CHECK_EQ(ev_synchronize(vm, NULL), EV_EINDEX);
+    CHECK_OK(ev_synchronize(vm, NULL));
+    CHECK_OK(ev_obj_release(vm, obj, NULL, NULL));
+    gate_destroy(&g);
+    ev_vm_destroy(vm);
+}
+
+/* A child forked while other threads submit gets working locks and can run a
+ * runtime of its own; the parent carries on. */
+typedef struct churn {
+    ev_vm *vm;
+    _Atomic int stop;
+} churn;
+
+static void *submit_until_stopped(void *p)
+{
+    churn *c = p;
+    ev_obj *obj;
+    CHECK_OK(ev_obj_create(c->vm, &obj));
+    while (!atomic_load(&c->stop)) {
+        submit1(c->vm, 1, noop, NULL, 0, obj, EV_READ_WRITE, "churn");
+    }
+    CHECK_OK(ev_obj_release(c->vm, obj, NULL, NULL));
+    return NULL;
+}
+
+static void test_fork_while_submitting(void)
+{
+    churn c = {NULL, 0};
+    CHECK_OK(ev_vm_create(NULL, &c.vm));
+    pthread_t t;
+    pthread_create(&t, NULL, submit_until_stopped, &c);
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(5);
+        pid_t pid = fork();
+        CHECK_GE(pid, 0);
+        if (pid == 0) {
+            ev_vm *child;
+            _Atomic long cell = 0;
+            long seen = 0;
+            cell_op w = {&cell, 7, NULL, 0}, r = {&cell, 0, &seen, 0};
+            ev_obj *obj;
+            if (ev_vm_create(NULL, &child) || ev_obj_create(child, &obj)) {
+                _exit(2);
+            }
+            submit1(child, 1, write_cell, &w, sizeof w, obj, EV_WRITE, "child write");
+            submit1(child, 2, read_cell, &r, sizeof r, obj, EV_READ, "child read");
+            int rc = ev_synchronize(child, NULL);
+            ev_obj_release(child, obj, NULL, NULL);
+            ev_vm_destroy(child);
+            _exit(rc == 0 && seen == 7 ? 0 : 3);
+        }
+        int status = 0;
+        CHECK_EQ(waitpid(pid, &status, 0), pid);
+        CHECK(WIFEXITED(status));
+        CHECK_EQ(WEXITSTATUS(status), 0);
+    }
+    atomic_store(&c.stop, 1);
+    pthread_join(t, NULL);
+    CHECK_OK(ev_synchronize(c.vm, NULL));
+    ev_vm_destroy(c.vm);
+}
+
 int main(void)
 {
     RUN_TEST(test_read_after_write_across_threads);
@@ -547,6 +633,11 @@ int main(void)
     RUN_TEST(test_barrier_orders_everything);
     RUN_TEST(test_backpressure_bounds_the_queue);
     RUN_TEST(test_concurrent_submitters);
+    RUN_TEST(test_timed_waits_and_wait_all);
+#if !defined(__SANITIZE_THREAD__)
+    /* TSan cannot start threads in a child of a multi-threaded process. */
+    RUN_TEST(test_fork_while_submitting);
+#endif
     fprintf(stderr, "all passed\n");
     return 0;
 }
