@@ -1,6 +1,7 @@
 /* eagervm ops on tensors: elementwise binary ops with NumPy broadcasting and
  * type promotion, unary ops, clamp and cast, reductions and softmax, matmul,
- * where/cat/stack and index-driven selection. Conventions as in tensor.h.
+ * where/cat/stack, index-driven selection and random numbers. Conventions as
+ * in tensor.h.
  *
  * Every op checks its arguments and infers the output on the calling thread
  * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
@@ -289,6 +290,99 @@ EV_API int ev_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *i
                           ev_tensor *src, ev_tensor **out);
 EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
                            ev_tensor *src);
+
+
+/* ---------------------------------------------------------- random numbers
+ *
+ * Counter-based: every value is a pure function of (seed, offset, element
+ * index) through Philox4x32-10 (Salmon et al., SC'11; the generator of
+ * cuRAND, PyTorch and JAX), so a result never depends on which worker runs
+ * the kernel, or when. Each call reserves its counters from the generator on
+ * the calling thread, before it returns: the values of a call are fixed by
+ * the generator's state at the call and by the program order of calls on
+ * that generator, whatever runs afterwards (reseeding included).
+ *
+ * The state is a seed and an offset counting the 32-bit random words
+ * consumed, always a multiple of 4 (one Philox block is 4 words). Element i
+ * of a result (C order, also for the in-place forms on strided views) uses
+ * words offset + i*w .. offset + i*w + w - 1, where w is 1 for rand/uniform_
+ * in float32, 2 for rand/uniform_ in float64, 2 for normal values (elements
+ * 2j and 2j+1 share the block of Box-Muller pair j) and 2 or 4 for randint
+ * (below); word
+ * k is lane k % 4 of Philox block k / 4, with counter (k / 4 as 64 bits, 0, 0)
+ * and key (seed low 32 bits, seed high 32 bits). A call advances the offset
+ * by numel * w rounded up to 4. A call that fails its checks leaves the
+ * generator untouched; one that fails later in submission may advance it.
+ *
+ * Every gen argument may be NULL for the process-wide default generator. */
+
+/* A generator: a seed and an offset behind a small lock. Opaque. */
+typedef struct ev_generator ev_generator;
+
+/* The whole state of a generator; offset is a multiple of 4. */
+typedef struct ev_generator_state {
+    uint64_t seed;
+    uint64_t offset; /* 32-bit words consumed since the seed was set */
+} ev_generator_state;
+
+/* A new generator with the given seed and offset 0; the caller owns it and
+ * frees it with ev_generator_destroy(). Errors: EV_EINVAL (out is NULL),
+ * EV_ENOMEM. Thread-safe. */
+EV_API int ev_generator_create(uint64_t seed, ev_generator **out);
+/* Frees gen; accepts NULL and ignores the default generator. Kernels never
+ * read the generator (a call copies what it needs), so gen may be destroyed
+ * right after issuing work from it, but not while another thread uses it. */
+EV_API void ev_generator_destroy(ev_generator *gen);
+/* The process-wide default generator, seeded 0 at startup; never freed.
+ * Never fails; thread-safe. */
+EV_API ev_generator *ev_default_generator(void);
+/* Sets gen's seed and resets its offset to 0 (NULL: the default). Work
+ * already issued keeps the values of the old state. Thread-safe. */
+EV_API void ev_generator_manual_seed(ev_generator *gen, uint64_t seed);
+/* Reads gen's state into *out (one consistent pair). Errors: EV_EINVAL (out
+ * is NULL). Thread-safe; never blocks for long. */
+EV_API int ev_generator_get_state(ev_generator *gen, ev_generator_state *out);
+/* Replaces gen's state, so the calls that follow replay the values issued
+ * after that state was read. Errors: EV_EINVAL (state is NULL, or its offset
+ * is not a multiple of 4). Thread-safe. */
+EV_API int ev_generator_set_state(ev_generator *gen, const ev_generator_state *state);
+
+/* Uniform values in [0, 1) of a float dtype: float32 takes the top 24 bits
+ * of one word (multiples of 2^-24), float64 the top 53 bits of two (multiples
+ * of 2^-53). Errors: EV_ETYPE (bool or integer dtype), EV_EINVAL (invalid
+ * dtype, bad shape), as for creation in tensor.h. */
+EV_API int ev_rand(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndim,
+                   const int64_t *shape, ev_tensor **out);
+/* Standard normal values of a float dtype by the Box-Muller transform, always
+ * computed in float64 from two 53-bit uniforms and then rounded (so float32
+ * results are the float64 ones rounded): elements 2j and 2j+1 are
+ * r*cos(t) and r*sin(t) of pair j, with r = sqrt(-2 log u1), u1 in (0, 1]
+ * (never log 0; |z| <= 8.6) and t = 2 pi u2. No rejection, so each value
+ * stays a pure function of its counter. Errors as ev_rand. */
+EV_API int ev_randn(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndim,
+                    const int64_t *shape, ev_tensor **out);
+/* Integers uniform in [low, high) of dtype int32 or int64. With n = high -
+ * low (up to 2^64 - 1), a value is low + floor(r * n / 2^b) (Lemire's
+ * multiply-high, without rejection, so counters stay fixed): r has b = 64
+ * bits (w = 2) when n <= 2^32, else b = 128 bits (w = 4). The bias this
+ * leaves is below n / 2^b relative per value: under 2^-32 when n <= 2^32 and
+ * under 2^-64 otherwise, far below what any test of a sample can see.
+ * Errors: EV_EINVAL (high <= low; for int32, low or high - 1 outside int32;
+ * bad shape), EV_ETYPE (bool or float dtype). */
+EV_API int ev_randint(const ev_exec *ex, ev_generator *gen, int64_t low, int64_t high,
+                      ev_dtype dtype, int ndim, const int64_t *shape, ev_tensor **out);
+/* Fills t in place with values uniform in [lo, hi): lo + (hi - lo) * u with u
+ * as in ev_rand, computed in float64 and rounded to t's dtype, then kept
+ * below hi (rounding could reach it); lo == hi fills lo. For float32 the
+ * bounds are first rounded to float32. t must be a float tensor (EV_ETYPE)
+ * and not expanded (EV_EINVAL); lo <= hi, both finite, hi - lo finite in
+ * t's dtype (EV_EINVAL). Any strides: values follow t's C order. */
+EV_API int ev_uniform_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double lo,
+                       double hi);
+/* Fills t in place with mean + std * z, z as in ev_randn. t as in
+ * ev_uniform_; mean finite, std finite and >= 0 (EV_EINVAL). */
+EV_API int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double mean,
+                      double std);
 
 #ifdef __cplusplus
 }
