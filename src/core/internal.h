@@ -43,6 +43,22 @@ void *ev__aligned_malloc(size_t align, size_t size);
  * one after that, until reset with n < 0). Exported for tests only. */
 EV_API void ev__fail_alloc_after(long n);
 
+/* Work handed from a worker to the next submitting thread: frees of memory
+ * the submitting thread allocated (glibc frees it fastest, and without lock
+ * contention, on the thread that allocated it). The node overlays the first
+ * bytes of the memory being freed. */
+typedef struct ev__deferred {
+    struct ev__deferred *next;
+    void (*fn)(void *p);
+} ev__deferred;
+
+/* Calls fn(p) now, or, on a worker thread of vm, on the next thread that
+ * submits to or waits on vm. p must hold at least sizeof(ev__deferred) bytes,
+ * which may be overwritten. */
+void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p);
+/* Runs every deferred call queued on vm. */
+void ev__run_deferred(ev_vm *vm);
+
 /* Records the calling thread's message for ev_last_message(); returns code. */
 int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -209,6 +225,7 @@ struct ev_vm {
 
     _Alignas(EV_CACHELINE) _Atomic uint64_t pending;
     _Atomic uint64_t n_poisoned;  /* live poisoned objects; 0 skips input checks */
+    _Atomic(ev__deferred *) deferred; /* Treiber stack of calls for a submitter */
 
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_submitted, n_failed, n_skipped;
     _Atomic uint64_t n_cross_edges, n_stream_edges, n_backpressure;

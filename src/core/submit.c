@@ -8,6 +8,39 @@
 
 enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
 
+/* ------------------------------------------------------ deferred calls */
+
+void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
+{
+    ev_worker *self = ev__current_worker;
+    if (!self || self->vm != vm) {
+        fn(p);
+        return;
+    }
+    ev__deferred *node = p;
+    node->fn = fn;
+    ev__deferred *top = atomic_load_explicit(&vm->deferred, memory_order_relaxed);
+    do {
+        node->next = top;
+        /* release: the thread that takes the stack sees the node's fields. */
+    } while (!atomic_compare_exchange_weak_explicit(&vm->deferred, &top, node,
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+void ev__run_deferred(ev_vm *vm)
+{
+    if (!atomic_load_explicit(&vm->deferred, memory_order_relaxed)) {
+        return;
+    }
+    /* acquire: pairs with the pushers' release. */
+    ev__deferred *node = atomic_exchange_explicit(&vm->deferred, NULL, memory_order_acquire);
+    while (node) {
+        ev__deferred *next = node->next;
+        node->fn(node);
+        node = next;
+    }
+}
+
 /* -------------------------------------------------------- instructions */
 
 static int grow_slabs(ev_vm *vm)
@@ -370,6 +403,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
         return rc;
     }
     maybe_wait_for_room(vm);
+    ev__run_deferred(vm);
 
     pthread_mutex_lock(&vm->submit_lock);
     uint32_t uid = d->stream.thread_uid;
@@ -539,6 +573,18 @@ static void free_released(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data
         }                                                                      \
     } while (0)
 
+/* Whether access d has finished, counting as finished the instruction the
+ * calling worker runs now (a release from its arg_drop comes after its
+ * kernel) and everything before it on that worker. */
+static bool access_over(ev_vm *vm, ev_worker *self, ev_dep d)
+{
+    if (self && d.uid == self->uid &&
+        d.seq <= atomic_load_explicit(&self->running_seq, memory_order_relaxed)) {
+        return true;
+    }
+    return ev__dep_done(vm, d);
+}
+
 int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
 {
     if (!obj) {
@@ -547,20 +593,25 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
     if (!vm) {
         return ev__set_message(EV_EINVAL, "ev_obj_release: vm is NULL");
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev_worker *self = ev__current_worker;
+    if (self && self->vm != vm) {
+        self = NULL;
+    }
+    /* No lock to read the accesses: every submit naming obj happened before
+     * this call (the caller's contract), and none can come after it. */
     bool all_done = true;
     uint32_t uid = 0;
     FOR_EACH_ACCESS(obj, d, {
-        if (all_done && !ev__dep_done(vm, d)) {
+        if (all_done && !access_over(vm, self, d)) {
             all_done = false;
             uid = d.uid;
         }
     });
     if (all_done) {
-        pthread_mutex_unlock(&vm->submit_lock);
         free_released(vm, obj, free_fn, data);
         return 0;
     }
+    pthread_mutex_lock(&vm->submit_lock);
     /* The release runs on the worker of an unfinished accessor and waits for
      * every other one, so the callback never overlaps an instruction. */
     release_arg ra = {free_fn, data};
@@ -591,9 +642,8 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
          * worker (a release from arg_drop), its own accesses are the running
          * instruction, whose kernel is over, or earlier ones: skip them. */
         pthread_mutex_unlock(&vm->submit_lock);
-        ev_worker *self = ev__current_worker;
         FOR_EACH_ACCESS(obj, dep, {
-            if (!self || self->vm != vm || dep.uid != self->uid) {
+            if (!self || dep.uid != self->uid) {
                 ev__wait_dep(vm, dep, -1);
             }
         });

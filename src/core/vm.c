@@ -72,7 +72,6 @@ static int configure(ev_vm *vm, const ev_vm_config *cfg)
  * of its own for new work. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static ev_vm *live_vms; /* linked through ev_vm.next_live */
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void)
 {
@@ -94,14 +93,16 @@ static void fork_release(void)
     pthread_mutex_unlock(&live_lock);
 }
 
-static void register_fork_handlers(void)
+/* Registered when the library loads, before any layer above can register
+ * its own: prepare handlers run in reverse order, so ours runs last, after
+ * those that may still submit or wait (a Python layer draining its work). */
+__attribute__((constructor)) static void register_fork_handlers(void)
 {
     pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
 static void live_add(ev_vm *vm)
 {
-    pthread_once(&fork_once, register_fork_handlers);
     pthread_mutex_lock(&live_lock);
     vm->next_live = live_vms;
     live_vms = vm;
@@ -175,6 +176,7 @@ void ev_vm_destroy(ev_vm *vm)
             ev__worker_stop(w);
         }
     }
+    ev__run_deferred(vm); /* what the last instructions handed back */
     for (size_t i = 0; i < vm->n_slabs; i++) {
         ev__free(vm->slabs[i]);
     }

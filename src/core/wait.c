@@ -122,6 +122,7 @@ int ev_wait_ticket(ev_vm *vm, ev_ticket t, ev_error **err_out)
 
 bool ev__wait_all(ev_vm *vm, int64_t deadline)
 {
+    ev__run_deferred(vm);
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
@@ -134,6 +135,7 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
             return false;
         }
     }
+    ev__run_deferred(vm); /* what the work waited for handed back */
     return true;
 }
 

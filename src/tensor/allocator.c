@@ -47,9 +47,9 @@ static void fork_release(void)
     pthread_mutex_unlock(&cpu_allocator.lock);
 }
 
-static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-
-static void register_fork_handlers(void)
+/* Registered at load time, so that this prepare handler runs after those of
+ * the layers above (prepare handlers run in reverse order of registration). */
+__attribute__((constructor)) static void register_fork_handlers(void)
 {
     pthread_atfork(fork_prepare, fork_release, fork_release);
 }
@@ -57,7 +57,6 @@ static void register_fork_handlers(void)
 static allocator *allocator_for(int device_type, int device_index)
 {
     if (device_type == EV_DEVICE_CPU && device_index == 0) {
-        pthread_once(&fork_handlers_once, register_fork_handlers);
         return &cpu_allocator;
     }
     return NULL;

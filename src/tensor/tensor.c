@@ -1,6 +1,7 @@
 /* Tensors and storages: creation of the structs, reference counting, the
  * metadata accessors, argument checks and instruction submission shared by
  * every op. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,13 +9,23 @@
 
 /* ---------------------------------------------------------------- storage */
 
-static void storage_free_cb(void *data)
+static void storage_free_now(void *data)
 {
-    /* Runs after the last instruction touching the storage finished, on
-     * whichever thread that was: the allocator is thread-safe. */
+    /* Only `block` is read: a deferred call overlays the first bytes. */
     ev__storage *s = data;
     ev__dealloc(s->block);
     ev__free(s);
+}
+
+static void storage_free_cb(void *data)
+{
+    /* Runs after the last instruction touching the storage finished. On a
+     * worker, the free waits for the next submitting thread, which made the
+     * storage: no allocator lock or malloc arena is contended with it. */
+    ev__storage *s = data;
+    _Static_assert(offsetof(ev__storage, block) >= sizeof(ev__deferred),
+                   "a deferred call would overwrite the block pointer");
+    ev__call_deferred(s->vm, storage_free_now, s);
 }
 
 static void storage_unref(ev__storage *s)
@@ -77,8 +88,9 @@ void ev_tensor_unref(ev_tensor *t)
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
+    ev_vm *vm = t->storage->vm;
     storage_unref(t->storage);
-    ev__free(t);
+    ev__call_deferred(vm, ev__free, t);
 }
 
 static int64_t shape_numel(int ndim, const int64_t *shape)
