@@ -227,8 +227,10 @@ struct ev_vm {
     _Atomic uint64_t n_poisoned;  /* live poisoned objects; 0 skips input checks */
     _Atomic(ev__deferred *) deferred; /* Treiber stack of calls for a submitter */
 
-    _Alignas(EV_CACHELINE) _Atomic uint64_t n_submitted, n_failed, n_skipped;
-    _Atomic uint64_t n_cross_edges, n_stream_edges, n_backpressure;
+    /* Counted by workers, rarely. */
+    _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;
+    /* Counted under submit_lock: plain adds, no bus-locked instruction. */
+    uint64_t n_submitted, n_cross_edges, n_stream_edges;
     _Atomic uint64_t n_completed;
     uint32_t workers_started;     /* guarded by submit_lock */
     struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */

@@ -103,7 +103,7 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
         return 0;
     }
     if (d.uid == uid) {
-        atomic_fetch_add_explicit(&vm->n_stream_edges, 1, memory_order_relaxed);
+        vm->n_stream_edges++;
         return 0;
     }
     for (uint32_t i = 0; i < ins->n_deps; i++) {
@@ -130,7 +130,7 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
         ins->deps = nd;
         *cap = ncap;
     }
-    atomic_fetch_add_explicit(&vm->n_cross_edges, 1, memory_order_relaxed);
+    vm->n_cross_edges++;
     ins->deps[ins->n_deps++] = d;
     return 0;
 }
@@ -383,7 +383,7 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
         ins->issue_ns = ev__now_ns();
     }
     atomic_store_explicit(&w->issued, seq, memory_order_relaxed);
-    atomic_fetch_add_explicit(&vm->n_submitted, 1, memory_order_relaxed);
+    vm->n_submitted++;
     ev__worker_push(w, ins);
     if (ticket_out) {
         ticket_out->thread_uid = w->uid;

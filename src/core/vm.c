@@ -262,12 +262,12 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
         }
     }
     out->workers_started = vm->workers_started;
+    out->submitted = vm->n_submitted;
+    out->cross_edges = vm->n_cross_edges;
+    out->stream_edges = vm->n_stream_edges;
     pthread_mutex_unlock(&vm->submit_lock);
-    out->submitted = atomic_load_explicit(&vm->n_submitted, memory_order_relaxed);
     out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
     out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);
-    out->cross_edges = atomic_load_explicit(&vm->n_cross_edges, memory_order_relaxed);
-    out->stream_edges = atomic_load_explicit(&vm->n_stream_edges, memory_order_relaxed);
     out->backpressure_waits = atomic_load_explicit(&vm->n_backpressure, memory_order_relaxed);
 }
 

@@ -23,16 +23,42 @@ static void ew_drop(void *p)
     }
 }
 
+/* 1 if every operand is dense, in the loop's dtype, and of one shape: then
+ * the loop runs once over the whole buffer, without an iterator. */
+static int ew_dense(const ew_arg *a)
+{
+    if (a->ops[0]->dtype != a->loop_out || !ev_tensor_is_contiguous(a->ops[0])) {
+        return 0;
+    }
+    for (int k = 1; k < a->nops; k++) {
+        /* Same shape as the output (inputs were broadcast to it) and dense. */
+        if (a->ops[k]->dtype != a->loop_in || !ev_tensor_is_contiguous(a->ops[k])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int ew_kernel(void *p, ev_kctx *kc)
 {
     ew_arg *a = p;
-    ev_dtype dt[EV__ITER_MAX_OPS];
-    for (int k = 0; k < a->nops; k++) {
-        dt[k] = a->ops[k]->dtype;
+    if (ew_dense(a)) {
+        const void *in[EV__ITER_MAX_OPS];
+        for (int k = 1; k < a->nops; k++) {
+            in[k - 1] = ev__tensor_ptr(a->ops[k]);
+        }
+        if (a->ops[0]->numel > 0) {
+            a->loop(ev__tensor_ptr(a->ops[0]), in, a->ops[0]->numel, &a->ctx);
+        }
+    } else {
+        ev_dtype dt[EV__ITER_MAX_OPS];
+        for (int k = 0; k < a->nops; k++) {
+            dt[k] = a->ops[k]->dtype;
+        }
+        ev__iter it;
+        ev__iter_init(&it, a->nops, a->ops);
+        ev__run_loop(&it, dt, a->loop_in, a->loop_out, a->loop, &a->ctx);
     }
-    ev__iter it;
-    ev__iter_init(&it, a->nops, a->ops);
-    ev__run_loop(&it, dt, a->loop_in, a->loop_out, a->loop, &a->ctx);
     if (a->ctx.err == EV__LOOP_NEG_INT_POW) {
         return ev_kctx_fail(kc, EV_EVALUE, "%s: integers to negative integer powers are not "
                             "allowed", a->name);
@@ -74,7 +100,12 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
             }
             src = tmp;
         }
-        rc = ev__broadcast_to(name, src, out->ndim, out->shape, &a.ops[a.nops]);
+        if (src->ndim == out->ndim &&
+            memcmp(src->shape, out->shape, (size_t)out->ndim * sizeof(int64_t)) == 0) {
+            a.ops[a.nops] = ev_tensor_ref(src); /* no view needed */
+        } else {
+            rc = ev__broadcast_to(name, src, out->ndim, out->shape, &a.ops[a.nops]);
+        }
         ev_tensor_unref(tmp);
         if (rc) {
             goto fail;
