@@ -128,6 +128,79 @@ void ev__free(void *p)
     free(p);
 }
 
+/* ------------------------------------------------------- struct caches */
+
+enum { CACHE_MAX = 512 };
+
+typedef struct cache_node {
+    struct cache_node *next;
+} cache_node;
+
+static _Thread_local cache_node *cache_head[EV__CACHE_COUNT];
+static _Thread_local int cache_len[EV__CACHE_COUNT];
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+
+/* Thread exit: give the cached structs back to malloc. */
+static void cache_drop(void *unused)
+{
+    (void)unused;
+    for (int k = 0; k < EV__CACHE_COUNT; k++) {
+        while (cache_head[k]) {
+            cache_node *n = cache_head[k];
+            cache_head[k] = n->next;
+            free(n);
+        }
+        cache_len[k] = 0;
+    }
+}
+
+static void cache_key_create(void)
+{
+    pthread_key_create(&cache_key, cache_drop);
+}
+
+void *ev__cache_alloc(int kind, size_t size)
+{
+    if (alloc_should_fail()) {
+        return NULL;
+    }
+    cache_node *n = cache_head[kind];
+    if (n) {
+        cache_head[kind] = n->next;
+        cache_len[kind]--;
+        return n;
+    }
+    return malloc(size < sizeof(cache_node) ? sizeof(cache_node) : size);
+}
+
+void ev__cache_free(int kind, void *p)
+{
+    if (!p) {
+        return;
+    }
+    if (cache_len[kind] >= CACHE_MAX) {
+        free(p);
+        return;
+    }
+    if (cache_len[kind] == 0 && !cache_head[kind]) {
+        /* First struct this thread keeps: make sure its exit frees them. */
+        pthread_once(&cache_key_once, cache_key_create);
+        if (!pthread_getspecific(cache_key)) {
+            pthread_setspecific(cache_key, &cache_key);
+        }
+    }
+    cache_node *n = p;
+    n->next = cache_head[kind];
+    cache_head[kind] = n;
+    cache_len[kind]++;
+}
+
+void ev__cache_free_obj(void *p)
+{
+    ev__cache_free(EV__CACHE_OBJ, p);
+}
+
 void ev_free(void *p)
 {
     ev__free(p);

@@ -39,6 +39,16 @@ void ev__free(void *p);
 /* Aligned allocation, released with ev__free. */
 void *ev__aligned_malloc(size_t align, size_t size);
 
+/* Per-thread caches of fixed-size structs that come and go with every op
+ * (tensors, storages, objects). A struct is usually freed on the submitting
+ * thread (see ev__call_deferred) and reused there at once; glibc's own cache
+ * holds too few of each size for a burst. Counted by fault injection. */
+enum ev__cache_kind { EV__CACHE_OBJ, EV__CACHE_TENSOR, EV__CACHE_STORAGE, EV__CACHE_COUNT };
+/* size must be the same for every call with one kind. */
+void *ev__cache_alloc(int kind, size_t size);
+void ev__cache_free(int kind, void *p);
+void ev__cache_free_obj(void *p);
+
 /* Test hook: the allocation after `n` more successful ones fails (and every
  * one after that, until reset with n < 0). Exported for tests only. */
 EV_API void ev__fail_alloc_after(long n);

@@ -521,10 +521,11 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     if (!vm || !out) {
         return ev__set_message(EV_EINVAL, "ev_obj_create: vm and out must not be NULL");
     }
-    ev_obj *obj = ev__calloc(1, sizeof *obj);
+    ev_obj *obj = ev__cache_alloc(EV__CACHE_OBJ, sizeof *obj);
     if (!obj) {
         return ev__set_message(EV_ENOMEM, "ev_obj_create: out of memory");
     }
+    memset(obj, 0, sizeof *obj);
     atomic_init(&obj->poison, NULL);
     *out = obj;
     return 0;

@@ -229,7 +229,7 @@ void ev__obj_free(ev_vm *vm, ev_obj *obj)
         ev_error_unref(poison);
     }
     ev__free(obj->more_readers);
-    ev__call_deferred(vm, ev__free, obj);
+    ev__call_deferred(vm, ev__cache_free_obj, obj);
 }
 
 /* Poisons every object ins writes with err (first error wins). */

@@ -14,7 +14,7 @@ static void storage_free_now(void *data)
     /* Only `block` is read: a deferred call overlays the first bytes. */
     ev__storage *s = data;
     ev__dealloc(s->block);
-    ev__free(s);
+    ev__cache_free(EV__CACHE_STORAGE, s);
 }
 
 static void storage_free_cb(void *data)
@@ -40,7 +40,7 @@ static void storage_unref(ev__storage *s)
 
 static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
 {
-    ev__storage *s = ev__malloc(sizeof(*s));
+    ev__storage *s = ev__cache_alloc(EV__CACHE_STORAGE, sizeof(*s));
     if (!s) {
         return ev__set_message(EV_ENOMEM, "out of memory for a storage");
     }
@@ -66,7 +66,7 @@ static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
 fail_obj:
     ev__dealloc(s->block);
 fail_block:
-    ev__free(s);
+    ev__cache_free(EV__CACHE_STORAGE, s);
     return rc;
 }
 
@@ -82,6 +82,11 @@ ev_tensor *ev_tensor_ref(ev_tensor *t)
     return t;
 }
 
+static void tensor_struct_free(void *t)
+{
+    ev__cache_free(EV__CACHE_TENSOR, t);
+}
+
 void ev_tensor_unref(ev_tensor *t)
 {
     /* acq_rel: all uses of t happen before its free on the last unref. */
@@ -90,7 +95,7 @@ void ev_tensor_unref(ev_tensor *t)
     }
     ev_vm *vm = t->storage->vm;
     storage_unref(t->storage);
-    ev__call_deferred(vm, ev__free, t);
+    ev__call_deferred(vm, tensor_struct_free, t);
 }
 
 static int64_t shape_numel(int ndim, const int64_t *shape)
@@ -105,7 +110,7 @@ static int64_t shape_numel(int ndim, const int64_t *shape)
 static int tensor_struct(ev_dtype dtype, int ndim, const int64_t *shape, const int64_t *strides,
                          int64_t offset, ev__storage *s, ev_tensor **out)
 {
-    ev_tensor *t = ev__malloc(sizeof(*t));
+    ev_tensor *t = ev__cache_alloc(EV__CACHE_TENSOR, sizeof(*t));
     if (!t) {
         return ev__set_message(EV_ENOMEM, "out of memory for a tensor");
     }
