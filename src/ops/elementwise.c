@@ -12,6 +12,12 @@ typedef struct ew_arg {
     ev__loop_fn loop;
     const char *name;                 /* static */
     ev__loop_ctx ctx;
+    /* Set at submission when every operand is dense and in the loop's dtype:
+     * the kernel then runs from these alone and never reads a tensor struct
+     * (each read would be a cache miss on the worker). */
+    int dense;
+    int64_t numel;
+    char *ptrs[EV__ITER_MAX_OPS];
 } ew_arg;
 _Static_assert(sizeof(ew_arg) <= EV_INLINE_ARG_SIZE, "ew_arg must travel inline");
 
@@ -42,13 +48,13 @@ static int ew_dense(const ew_arg *a)
 static int ew_kernel(void *p, ev_kctx *kc)
 {
     ew_arg *a = p;
-    if (ew_dense(a)) {
+    if (a->dense) {
         const void *in[EV__ITER_MAX_OPS];
         for (int k = 1; k < a->nops; k++) {
-            in[k - 1] = ev__tensor_ptr(a->ops[k]);
+            in[k - 1] = a->ptrs[k];
         }
-        if (a->ops[0]->numel > 0) {
-            a->loop(ev__tensor_ptr(a->ops[0]), in, a->ops[0]->numel, &a->ctx);
+        if (a->numel > 0) {
+            a->loop(a->ptrs[0], in, a->numel, &a->ctx);
         }
     } else {
         ev_dtype dt[EV__ITER_MAX_OPS];
@@ -111,6 +117,14 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
             goto fail;
         }
         a.nops++;
+    }
+    a.dense = ew_dense(&a);
+    if (a.dense) {
+        /* A storage's memory does not move while the tensors here hold it. */
+        a.numel = out->numel;
+        for (int k = 0; k < a.nops; k++) {
+            a.ptrs[k] = ev__tensor_ptr(a.ops[k]);
+        }
     }
     return ev__submit(ex, name, ew_kernel, &a, sizeof a, ew_drop, &a.ops[1], a.nops - 1,
                       &a.ops[0], 1);
