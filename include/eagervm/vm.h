@@ -136,7 +136,7 @@ typedef struct ev_vm_config {
      * (EAGERVM_WORKER_THREAD_LIMIT, default 16). */
     uint32_t worker_thread_limit;
     /* Queued instructions past which submitters wait
-     * (EAGERVM_MAX_PENDING, default 32768). */
+     * (EAGERVM_MAX_PENDING, default 8192). */
     uint32_t max_pending;
     /* A host wait longer than this prints a stall report to stderr
      * (EAGERVM_STALL_TIMEOUT_MS, default 0 = never). */
@@ -228,7 +228,7 @@ typedef struct ev_ticket {
 } ev_ticket;
 
 /* Submits an instruction and returns at once (unless EAGERVM_MAX_PENDING
- * instructions are queued: then it waits until the queue drains to half).
+ * instructions are queued: then it waits until the queue drains to 3/4).
  * Every object must be live. ticket_out may be NULL. On error nothing is
  * queued and arg_drop is not called. Errors: EV_EINVAL (bad stream, NULL
  * kernel or object), EV_ETHREAD, EV_ENOMEM. */

@@ -130,7 +130,9 @@ void ev__free(void *p)
 
 /* ------------------------------------------------------- struct caches */
 
-enum { CACHE_MAX = 512 };
+/* Enough for the frees that follow a back-pressure wait (a quarter of the
+ * default EAGERVM_MAX_PENDING instructions, up to three structs each). */
+enum { CACHE_MAX = 4096 };
 
 typedef struct cache_node {
     struct cache_node *next;

@@ -276,7 +276,8 @@ static uint64_t pending_now(ev_vm *vm)
     return n;
 }
 
-/* Waits, without the lock, until the queued work drains to half the limit:
+/* Waits, without the lock, until the queued work drains to 3/4 of the limit
+ * (a short wait keeps the burst of frees that follows it small):
  * each round waits (spin, then park) on the worker with the longest queue
  * until it has finished enough of it. */
 static void wait_for_room(ev_vm *vm)
@@ -298,10 +299,11 @@ static void wait_for_room(ev_vm *vm)
                 target = (ev_dep){u, done};
             }
         }
-        if (total <= vm->max_pending / 2) {
+        uint64_t low = vm->max_pending - vm->max_pending / 4;
+        if (total <= low) {
             return;
         }
-        uint64_t excess = total - vm->max_pending / 2;
+        uint64_t excess = total - low;
         target.seq += excess < longest ? excess : longest;
         ev__wait_dep(vm, target, -1);
     }

@@ -9,7 +9,10 @@
 
 enum {
     DEFAULT_THREAD_LIMIT = 16,
-    DEFAULT_MAX_PENDING = 32768,
+    /* Past a few thousand queued instructions a deeper queue buys no
+     * throughput, only memory: and each burst of frees after a wait must fit
+     * the per-thread struct caches (errors.c). */
+    DEFAULT_MAX_PENDING = 8192,
     MAX_THREAD_LIMIT = 4096,
 };
 
