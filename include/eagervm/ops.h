@@ -93,6 +93,49 @@ EV_API int ev_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b);
 EV_BINARY_OP_MAP(EV_BINARY_DECL)
 #undef EV_BINARY_DECL
 
+/* ------------------------------------------------------------ bitwise ops
+ *
+ * Elementwise on bool and integer tensors (a float operand is EV_ETYPE, as
+ * NumPy and PyTorch). The result dtype is ev_promote_types(a, b); and, or,
+ * xor of bools stay bool. Shifts follow NumPy's left_shift and right_shift:
+ * bools compute as the smallest integer dtype; a shift by the bit width or
+ * more, or by a negative amount, gives 0 (or -1 for a right shift of a
+ * negative value); left shifts wrap. Broadcasting and the in-place rules are
+ * those of the binary ops above. bitwise_not is ~x for integers and
+ * logical not for bool, keeping the dtype. */
+#define EV_BITWISE_OP_MAP(X)          \
+    X(AND, and)                       \
+    X(OR, or)                         \
+    X(XOR, xor)                       \
+    X(LEFT_SHIFT, left_shift)         \
+    X(RIGHT_SHIFT, right_shift)
+
+enum ev_bitwise_op {
+#define EV_BITWISE_ENUM(id, name) EV_BITWISE_##id,
+    EV_BITWISE_OP_MAP(EV_BITWISE_ENUM)
+#undef EV_BITWISE_ENUM
+    EV_BITWISE_OP_COUNT
+};
+
+/* "bitwise_and" for EV_BITWISE_AND; "invalid" for other values. */
+EV_API const char *ev_bitwise_op_name(int op);
+/* The result dtype of op on dtypes a and b, or EV_ETYPE (message says why). */
+EV_API int ev_bitwise_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out);
+EV_API int ev_bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out);
+EV_API int ev_bitwise_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b);
+
+/* One named pair per op: ev_bitwise_and(ex, a, b, &out), ev_bitwise_and_(ex, a, b). */
+#define EV_BITWISE_DECL(id, name)                                                    \
+    EV_API int ev_bitwise_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b,      \
+                                 ev_tensor **out);                                   \
+    EV_API int ev_bitwise_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b);
+EV_BITWISE_OP_MAP(EV_BITWISE_DECL)
+#undef EV_BITWISE_DECL
+
+EV_API int ev_bitwise_not(const ev_exec *ex, ev_tensor *x, ev_tensor **out);
+EV_API int ev_bitwise_not_(const ev_exec *ex, ev_tensor *x);
+
+
 /* ------------------------------------------------------------- unary ops
  *
  * Result dtypes:

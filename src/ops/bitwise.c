@@ -1,0 +1,270 @@
+/* Elementwise bitwise ops on bool and integer tensors: and, or, xor, left and
+ * right shift, and not. Checks and shape inference run on the calling thread;
+ * the work is one elementwise instruction (ev__elementwise), which takes the
+ * dense fast path when every operand is contiguous and of the loop's dtype. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
+#include <string.h>
+
+#include "ops/ops-impl.h"
+
+/* o[i] = EXPR(x = a[i], y = b[i]); in-place callers pass out == a (the
+ * elementwise instruction copies partial overlaps away first). */
+#define BIT_LOOP(fname, T, EXPR)                                                       \
+    static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
+    {                                                                                  \
+        (void)ctx;                                                                     \
+        const void *a_ = in[0], *b_ = in[1];                                           \
+        if (out_ != a_ && out_ != b_) {                                                \
+            T *restrict o = out_;                                                      \
+            const T *restrict pa = a_;                                                 \
+            const T *restrict pb = b_;                                                 \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = pa[i], y = pb[i];                                                \
+                o[i] = (T)(EXPR);                                                      \
+            }                                                                          \
+        } else {                                                                       \
+            T *o = out_;                                                               \
+            const T *pa = a_, *pb = b_;                                                \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                T x = pa[i], y = pb[i];                                                \
+                o[i] = (T)(EXPR);                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+
+/* NumPy's shifts (npy_lshift, npy_rshift), computed without undefined
+ * behaviour: a shift by the width or more (or by a negative amount, which
+ * reads as a huge unsigned count) gives 0, or -1 for a right shift of a
+ * negative value; left shifts wrap in the unsigned type. */
+#define SHL(T, U, BITS) ((uint64_t)(U)y < (BITS) ? (T)((U)x << (U)y) : (T)0)
+#define SHR(T, U, BITS) \
+    ((uint64_t)(U)y < (BITS) ? (T)(x >> (U)y) : (x < 0 ? (T)-1 : (T)0))
+
+BIT_LOOP(and_bool, uint8_t, x & y)
+BIT_LOOP(and_int32, int32_t, x & y)
+BIT_LOOP(and_int64, int64_t, x & y)
+BIT_LOOP(or_bool, uint8_t, x | y)
+BIT_LOOP(or_int32, int32_t, x | y)
+BIT_LOOP(or_int64, int64_t, x | y)
+BIT_LOOP(xor_bool, uint8_t, x ^ y)
+BIT_LOOP(xor_int32, int32_t, x ^ y)
+BIT_LOOP(xor_int64, int64_t, x ^ y)
+BIT_LOOP(shl_int32, int32_t, SHL(int32_t, uint32_t, 32))
+BIT_LOOP(shl_int64, int64_t, SHL(int64_t, uint64_t, 64))
+BIT_LOOP(shr_int32, int32_t, SHR(int32_t, uint32_t, 32))
+BIT_LOOP(shr_int64, int64_t, SHR(int64_t, uint64_t, 64))
+
+static void not_bool(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx)
+{
+    (void)ctx;
+    uint8_t *o = out_;
+    const uint8_t *p = in[0];
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = (uint8_t)(p[i] ^ 1u);
+    }
+}
+
+#define NOT_LOOP(fname, T)                                                             \
+    static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
+    {                                                                                  \
+        (void)ctx;                                                                     \
+        T *o = out_;                                                                   \
+        const T *p = in[0];                                                            \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            o[i] = (T)~p[i];                                                           \
+        }                                                                              \
+    }
+NOT_LOOP(not_int32, int32_t)
+NOT_LOOP(not_int64, int64_t)
+
+_Static_assert(EV_DTYPE_COUNT == 5, "a new dtype needs its loops in bitwise.c");
+
+typedef struct bitop {
+    const char *name, *name_;
+    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by dtype; NULL: unsupported */
+} bitop;
+
+static const bitop bitops[EV_BITWISE_OP_COUNT] = {
+    [EV_BITWISE_AND] = {"bitwise_and", "bitwise_and_", {and_bool, and_int32, and_int64}},
+    [EV_BITWISE_OR] = {"bitwise_or", "bitwise_or_", {or_bool, or_int32, or_int64}},
+    [EV_BITWISE_XOR] = {"bitwise_xor", "bitwise_xor_", {xor_bool, xor_int32, xor_int64}},
+    [EV_BITWISE_LEFT_SHIFT] = {"bitwise_left_shift", "bitwise_left_shift_",
+                               {NULL, shl_int32, shl_int64}},
+    [EV_BITWISE_RIGHT_SHIFT] = {"bitwise_right_shift", "bitwise_right_shift_",
+                                {NULL, shr_int32, shr_int64}},
+};
+
+const char *ev_bitwise_op_name(int op)
+{
+    return op >= 0 && op < EV_BITWISE_OP_COUNT ? bitops[op].name : "invalid";
+}
+
+static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *res,
+                   ev__loop_fn *loop)
+{
+    ev_dtype r = ev_promote_types(a, b);
+    if (r == EV_DTYPE_COUNT) {
+        return ev__set_message(EV_ETYPE, "%s: invalid dtype (%d, %d)", name, (int)a, (int)b);
+    }
+    if (ev_dtype_is_float(r)) {
+        return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s (bool and "
+                               "integer tensors only)", name, ev_dtype_name(a),
+                               ev_dtype_name(b));
+    }
+    if (r == EV_BOOL && !bitops[op].loops[EV_BOOL]) {
+        /* Shifts of bools compute in the smallest integer dtype (as NumPy). */
+        r = ev__smallest_int();
+    }
+    *res = r;
+    *loop = bitops[op].loops[r];
+    return 0;
+}
+
+int ev_bitwise_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out)
+{
+    if (op < 0 || op >= EV_BITWISE_OP_COUNT) {
+        return ev__set_message(EV_EINVAL, "bitwise op %d does not exist", op);
+    }
+    ev__loop_fn loop;
+    return resolve(op, bitops[op].name, a, b, out, &loop);
+}
+
+static int bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inplace,
+                   ev_tensor **out)
+{
+    if (op < 0 || op >= EV_BITWISE_OP_COUNT) {
+        return ev__set_message(EV_EINVAL, "bitwise op %d does not exist", op);
+    }
+    const char *name = inplace ? bitops[op].name_ : bitops[op].name;
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "a", a)) ||
+        (rc = ev__check_tensor(name, "b", b))) {
+        return rc;
+    }
+    if (!inplace && !out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    ev_dtype res;
+    ev__loop_fn loop;
+    if ((rc = resolve(op, name, a->dtype, b->dtype, &res, &loop)) != 0) {
+        return rc;
+    }
+    int nd;
+    int64_t shape[EV_MAX_DIMS];
+    char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE], sc[EV__SHAPE_STR_SIZE];
+    if (ev_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) {
+        return ev__set_message(EV_EINVAL, "%s: shapes %s and %s cannot be broadcast together",
+                               name, ev__shape_str(a->ndim, a->shape, sa, sizeof sa),
+                               ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
+    }
+    ev_tensor *dst;
+    if (inplace) {
+        int same = nd == a->ndim;
+        for (int i = 0; same && i < nd; i++) {
+            same = shape[i] == a->shape[i];
+        }
+        if (!same) {
+            return ev__set_message(EV_EINVAL, "%s: the result of shape %s does not fit the "
+                                   "in-place operand of shape %s (b of shape %s must "
+                                   "broadcast to it)", name,
+                                   ev__shape_str(nd, shape, sa, sizeof sa),
+                                   ev__shape_str(a->ndim, a->shape, sb, sizeof sb),
+                                   ev__shape_str(b->ndim, b->shape, sc, sizeof sc));
+        }
+        if (ev_dtype_get_info(res)->kind > ev_dtype_get_info(a->dtype)->kind) {
+            return ev__set_message(EV_ETYPE, "%s: the result dtype %s cannot be cast to the "
+                                   "in-place operand's dtype %s", name, ev_dtype_name(res),
+                                   ev_dtype_name(a->dtype));
+        }
+        if (ev__has_internal_overlap(a)) {
+            return ev__set_message(EV_EINVAL, "%s: the in-place operand is an expanded tensor "
+                                   "(some elements share memory)", name);
+        }
+        dst = ev_tensor_ref(a);
+    } else if ((rc = ev__tensor_new(ex, res, nd, shape, &dst)) != 0) {
+        return rc;
+    }
+    ev__loop_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ev_tensor *in[2] = {a, b};
+    rc = ev__elementwise(ex, name, dst, in, 2, res, res, loop, &ctx);
+    if (rc || inplace) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+int ev_bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)
+{
+    return bitwise(ex, op, a, b, 0, out);
+}
+
+int ev_bitwise_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
+{
+    return bitwise(ex, op, a, b, 1, NULL);
+}
+
+#define EV_BITWISE_DEF(id, name)                                                   \
+    int ev_bitwise_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b,           \
+                          ev_tensor **out)                                         \
+    {                                                                              \
+        return bitwise(ex, EV_BITWISE_##id, a, b, 0, out);                         \
+    }                                                                              \
+    int ev_bitwise_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b)        \
+    {                                                                              \
+        return bitwise(ex, EV_BITWISE_##id, a, b, 1, NULL);                        \
+    }
+EV_BITWISE_OP_MAP(EV_BITWISE_DEF)
+#undef EV_BITWISE_DEF
+
+static int bitwise_not(const ev_exec *ex, ev_tensor *x, int inplace, ev_tensor **out)
+{
+    const char *name = inplace ? "bitwise_not_" : "bitwise_not";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "x", x))) {
+        return rc;
+    }
+    if (!inplace && !out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    static const ev__loop_fn loops[EV_DTYPE_COUNT] = {not_bool, not_int32, not_int64};
+    ev_dtype d = x->dtype;
+    if ((unsigned)d >= EV_DTYPE_COUNT || !loops[d]) {
+        return ev__set_message(EV_ETYPE, "%s: not supported for dtype %s (bool and integer "
+                               "tensors only)", name, ev_dtype_name(d));
+    }
+    ev_tensor *dst;
+    if (inplace) {
+        if (ev__has_internal_overlap(x)) {
+            return ev__set_message(EV_EINVAL, "%s: the in-place operand is an expanded tensor "
+                                   "(some elements share memory)", name);
+        }
+        dst = ev_tensor_ref(x);
+    } else if ((rc = ev__tensor_new(ex, d, x->ndim, x->shape, &dst)) != 0) {
+        return rc;
+    }
+    ev__loop_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    rc = ev__elementwise(ex, name, dst, &x, 1, d, d, loops[d], &ctx);
+    if (rc || inplace) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+int ev_bitwise_not(const ev_exec *ex, ev_tensor *x, ev_tensor **out)
+{
+    return bitwise_not(ex, x, 0, out);
+}
+
+int ev_bitwise_not_(const ev_exec *ex, ev_tensor *x)
+{
+    return bitwise_not(ex, x, 1, NULL);
+}
