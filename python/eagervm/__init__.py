@@ -21,7 +21,14 @@ from ._C import (  # noqa: F401  (the public API)
     sum, mean, prod, max, min, argmax, argmin, var, std, softmax, log_softmax, matmul,
     view, reshape, expand, permute, flatten, transpose, squeeze, unsqueeze, contiguous,
     clone, synchronize,
+    where, cat, concat, concatenate, stack, index_select, gather, take, scatter_add,
+    rand, randn, randint, rand_like, randn_like, manual_seed, Generator, default_generator,
+    bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
+    bitwise_right_shift, from_dlpack,
 )
 from . import asyncs  # noqa: F401
 
 __version__ = "0.1.0"
+from . import profiler  # noqa: F401,E402
+
+profiler._start_from_env()  # EAGERVM_PROFILE=path.json: profile the process, write at exit

@@ -129,8 +129,8 @@ def test_index_errors():
         t[0, 0, 0]
     with pytest.raises(ValueError, match="step"):
         t[::-1]
-    with pytest.raises(IndexError):
-        t[ev.tensor([0])]
+    with pytest.raises(IndexError, match="integer or bool tensors"):
+        t[ev.tensor([0.0])]
     assert [x.tolist() for x in ev.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
 
 

@@ -44,11 +44,6 @@ PyObject *evpy_raise_error(ev_error *err)
     char buf[1024];
     ev_error_format(err, buf, sizeof buf);
     PyErr_SetString(evpy_exc_type(info.code), buf);
-    if (err == evpy_stashed_error) {
-        /* Reported now: the next synchronize() must not raise it again. */
-        ev_error_unref(evpy_stashed_error);
-        evpy_stashed_error = NULL;
-    }
     ev_error_unref(err);
     return NULL;
 }

@@ -27,6 +27,8 @@ typedef struct evpy_state {
     PyObject *dtypes[EV_DTYPE_COUNT];
     PyObject *format_fn;            /* eagervm._repr.format_tensor, loaded lazily */
     PyObject *numpy;                /* the numpy module, loaded lazily; Py_None if absent */
+    PyTypeObject *generator_type;   /* eagervm.Generator (ops_more.c) */
+    PyObject *default_generator;    /* the Generator of the default ev_generator */
 } evpy_state;
 
 extern PyModuleDef evpy_module_def;
@@ -121,13 +123,10 @@ int evpy_wait_tensor(ev_tensor *t);
 /* Waits for everything issued so far; raises the earliest unreported
  * failure once. */
 int evpy_synchronize(void);
-/* Fork handlers for the waiter pool. */
+/* Fork handlers of the waits (the child's main thread is the forking one). */
 void evpy_wait_atfork_prepare(void);
 void evpy_wait_atfork_parent(void);
 void evpy_wait_atfork_child(void);
-/* A failure taken by the fork-time drain, to be raised by the next
- * synchronize() (owned reference, or NULL). */
-extern ev_error *evpy_stashed_error;
 
 /* ------------------------------------------------------------- ops, asyncs */
 
@@ -143,6 +142,18 @@ PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b);
 int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out, int *owned);
 
 int evpy_asyncs_init_types(PyObject *module, evpy_state *st);
+
+/* ops_more.c: more ops, bitwise operators, index tensors, export protocols.
+ * evpy_more_init adds the Generator type and the functions to the module;
+ * the Tensor methods and slots are merged into the Tensor type (a slot there
+ * replaces one of the same id). */
+int evpy_more_init(PyObject *module, evpy_state *st);
+extern PyMethodDef evpy_tensor_more_methods[];
+extern PyType_Slot evpy_tensor_more_slots[];
+/* 1 if an index key holds a tensor or list index (NumPy advanced indexing). */
+int evpy_is_advanced_key(PyObject *key);
+PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key);
+int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value);
 extern PyMethodDef evpy_asyncs_methods[];
 
 /* Wait for an op's output under EAGERVM_SYNC=1; -1 with the error raised. */

@@ -22,7 +22,6 @@ static ev_vm *rt_vm;
 static uint64_t rt_gen = 1;
 int evpy_sync_mode;
 _Thread_local uint32_t evpy_current_uid;
-ev_error *evpy_stashed_error;
 
 uint64_t evpy_generation(void)
 {
@@ -56,22 +55,12 @@ int evpy_exec(ev_exec *ex)
 
 /* Before fork: drain the runtime if it has work in flight, so the child's
  * copy of every tensor holds its final bytes and no worker holds a lock of
- * the allocator at the moment of the fork. A failure this drain takes is kept
- * for the parent's next synchronize(), so it is still reported once. */
+ * the allocator at the moment of the fork. ev_wait_all takes no failure: one
+ * that happened stays with the runtime for the parent's next sync point. */
 static void atfork_prepare(void)
 {
     if (rt_vm) {
-        ev_vm_stats stats;
-        ev_vm_get_stats(rt_vm, &stats);
-        if (stats.pending) {
-            ev_error *err = NULL;
-            ev_synchronize(rt_vm, &err);
-            if (err && !evpy_stashed_error) {
-                evpy_stashed_error = err;
-            } else {
-                ev_error_unref(err);
-            }
-        }
+        ev_wait_all(rt_vm, UINT32_MAX);
     }
     evpy_wait_atfork_prepare();
 }
@@ -86,7 +75,6 @@ static void atfork_child(void)
     /* The parent's runtime, its errors and its uids stay behind, untouched. */
     rt_vm = NULL;
     rt_gen++;
-    evpy_stashed_error = NULL;
     evpy_wait_atfork_child();
 }
 
@@ -104,11 +92,9 @@ static void atfork_register(void)
 static PyObject *py_atexit(PyObject *mod, PyObject *Py_UNUSED(ignored))
 {
     if (rt_vm) {
-        ev_error *err = NULL;
         Py_BEGIN_ALLOW_THREADS
-        ev_synchronize(rt_vm, &err);
+        ev_wait_all(rt_vm, UINT32_MAX);
         Py_END_ALLOW_THREADS
-        ev_error_unref(err);
     }
     Py_RETURN_NONE;
 }
@@ -387,6 +373,8 @@ static PyMethodDef module_methods[] = {
 
 /* ------------------------------------------------------------------ module */
 
+extern PyMethodDef evpy_profile_methods[]; /* profile.c */
+
 static int module_exec(PyObject *m)
 {
     evpy_state *st = PyModule_GetState(m);
@@ -412,11 +400,13 @@ static int module_exec(PyObject *m)
     if (PyModule_AddObjectRef(m, "dtype", (PyObject *)st->dtype_type) < 0) {
         return -1;
     }
-    if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0) {
+    if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0 ||
+        evpy_more_init(m, st) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_op_methods) < 0 ||
-        PyModule_AddFunctions(m, evpy_asyncs_methods) < 0) {
+        PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_profile_methods) < 0) {
         return -1;
     }
     if (!evpy_vm()) {
@@ -452,6 +442,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     }
     Py_VISIT(st->format_fn);
     Py_VISIT(st->numpy);
+    Py_VISIT(st->generator_type);
+    Py_VISIT(st->default_generator);
     return 0;
 }
 
@@ -471,6 +463,8 @@ static int module_clear(PyObject *m)
     }
     Py_CLEAR(st->format_fn);
     Py_CLEAR(st->numpy);
+    Py_CLEAR(st->generator_type);
+    Py_CLEAR(st->default_generator);
     return 0;
 }
 

@@ -930,6 +930,9 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
 
 static PyObject *tensor_getitem(PyObject *self, PyObject *key)
 {
+    if (evpy_is_advanced_key(key)) {
+        return evpy_getitem_advanced(self, key); /* ops_more.c */
+    }
     ev_tensor *t = evpy_tensor_get(self), *out;
     if (!t || index_view(t, key, &out) != 0) {
         return NULL;
@@ -953,6 +956,9 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     if (!value) {
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
         return -1;
+    }
+    if (evpy_is_advanced_key(key)) {
+        return evpy_setitem_advanced(self, key, value); /* ops_more.c */
     }
     evpy_state *st = evpy_state_of_type(Py_TYPE(self));
     ev_tensor *t = evpy_tensor_get(self), *view;
@@ -1064,7 +1070,7 @@ int evpy_tensor_init_type(PyObject *module, evpy_state *st)
     static PyMethodDef *methods;
     static PyType_Slot *slots;
     if (!methods) {
-        size_t a = 0, b = 0, c = 0, d = 0;
+        size_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0;
         while (tensor_own_methods[a].ml_name) {
             a++;
         }
@@ -1077,8 +1083,14 @@ int evpy_tensor_init_type(PyObject *module, evpy_state *st)
         while (evpy_tensor_op_slots[d].slot) {
             d++;
         }
-        methods = calloc(a + b + 1, sizeof *methods);
-        slots = calloc(c + d + 2, sizeof *slots);
+        while (evpy_tensor_more_methods[e].ml_name) {
+            e++;
+        }
+        while (evpy_tensor_more_slots[f].slot) {
+            f++;
+        }
+        methods = calloc(a + b + e + 1, sizeof *methods);
+        slots = calloc(c + d + f + 2, sizeof *slots);
         if (!methods || !slots) {
             free(methods);
             free(slots);
@@ -1088,9 +1100,20 @@ int evpy_tensor_init_type(PyObject *module, evpy_state *st)
         }
         memcpy(methods, tensor_own_methods, a * sizeof *methods);
         memcpy(methods + a, evpy_tensor_op_methods, b * sizeof *methods);
+        memcpy(methods + a + b, evpy_tensor_more_methods, e * sizeof *methods);
         memcpy(slots, tensor_base_slots, c * sizeof *slots);
         memcpy(slots + c, evpy_tensor_op_slots, d * sizeof *slots);
-        slots[c + d] = (PyType_Slot){Py_tp_methods, methods};
+        /* ops_more.c's slots replace those of the same id, or are added. */
+        size_t n = c + d;
+        for (size_t k = 0; k < f; k++) {
+            size_t j = 0;
+            while (j < n && slots[j].slot != evpy_tensor_more_slots[k].slot) {
+                j++;
+            }
+            slots[j] = evpy_tensor_more_slots[k];
+            n += j == n;
+        }
+        slots[n] = (PyType_Slot){Py_tp_methods, methods};
     }
     PyType_Spec spec = {
         .name = "eagervm.Tensor",
