@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Trains a 784-256-10 MLP on Fashion-MNIST with eagervm, the input pipeline
+on its own worker thread.
+
+    python3 examples/fashion_mnist.py [--epochs 5] [--out DIR]
+
+The data are the real Fashion-MNIST IDX files of Debian's
+dataset-fashion-mnist package, read by eagervm.datasets.mnist. The model is
+written out with eagervm ops: forward, softmax cross-entropy, the gradients
+by hand, SGD with momentum and a cosine learning-rate schedule.
+
+The input pipeline (gather the shuffled batch, normalise, randomly flip each
+image left-right) is issued under `with eagervm.asyncs.thread(loader)`, so it
+runs on the worker `loader`, while the training step runs on the default
+worker. There is no explicit synchronisation: the runtime orders it. The
+loader writes each finished batch into one slot of a ring of `prefetch + 1`
+slots that the training step reads; writing slot k again must wait until the
+step that read it is done (a write-after-read edge the runtime adds by
+itself), so the loader runs at most `prefetch` batches ahead of training.
+
+It prints progress, the test accuracy and the throughput, and writes a
+profile of one epoch: a Chrome trace (open it in https://ui.perfetto.dev) and
+a timeline picture with one lane per worker.
+
+NumPy is used only for one-off preparation: the seeded random numbers (the
+initial weights, each epoch's permutation and flip coins). Everything done
+per batch is eagervm ops.
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_CHECKOUT = os.path.normpath(os.path.join(HERE, "..", "python"))
+if os.path.isdir(os.path.join(_CHECKOUT, "eagervm")):
+    sys.path.insert(0, _CHECKOUT)  # run from a checkout: use its in-place build
+
+import numpy as np  # noqa: E402
+
+import eagervm as ev  # noqa: E402
+from eagervm.datasets import mnist  # noqa: E402
+
+MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's pixel mean and std (after / 255)
+SIDE = 28
+PIXELS = SIDE * SIDE
+CLASSES = 10
+
+
+# ------------------------------------------------------------------ model
+
+class MLP:
+    """784-256-10, ReLU, softmax cross-entropy, SGD with momentum. The
+    gradients are written out by hand."""
+
+    def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9):
+        self.lr, self.momentum = lr, momentum
+        # PyTorch's default init for nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+        b1, b2 = 1 / np.sqrt(PIXELS), 1 / np.sqrt(hidden)
+        self.init = [rng.uniform(-b1, b1, (PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
+                     rng.uniform(-b2, b2, (hidden, CLASSES)), rng.uniform(-b2, b2, CLASSES)]
+        self.params = [ev.from_numpy(a.astype(np.float32)) for a in self.init]
+        self.velocity = [ev.zeros_like(p) for p in self.params]
+
+    def logits(self, x):
+        w1, b1, w2, b2 = self.params
+        h = ev.relu(x @ w1 + b1)
+        return h @ w2 + b2
+
+    def step(self, x, y):
+        """One SGD step on batch x (B, 784) with one-hot targets y (B, 10).
+        Returns the batch's mean loss as a 0-d tensor (not waited for)."""
+        w1, b1, w2, b2 = self.params
+        inv_b = 1.0 / x.shape[0]
+        h = ev.relu(x @ w1 + b1)
+        logp = ev.log_softmax(h @ w2 + b2, dim=1)
+        loss = (logp * y).sum() * -inv_b
+        dlogits = (ev.exp(logp) - y) * inv_b       # d loss / d logits
+        grads = [None, None, h.T @ dlogits, dlogits.sum(0)]
+        dh = (dlogits @ w2.T) * (h > 0)            # back through the ReLU
+        grads[0] = x.T @ dh
+        grads[1] = dh.sum(0)
+        for p, g, v in zip(self.params, grads, self.velocity):
+            v.mul_(self.momentum).add_(g)          # v = momentum * v + g
+            p.sub_(v * self.lr)                    # p -= lr * v
+        return loss
+
+    def accuracy(self, images, labels, chunk=2500):
+        """Share of correct predictions; images raw (N, 784) 0..255."""
+        correct = None
+        for lo in range(0, images.shape[0], chunk):
+            x = images[lo:lo + chunk] * (1 / (255 * STD)) - MEAN / STD
+            hit = (ev.argmax(self.logits(x), dim=1) == labels[lo:lo + chunk]).sum()
+            correct = hit if correct is None else correct + hit
+        return correct.item() / images.shape[0]
+
+
+# ----------------------------------------------------------- input pipeline
+
+def one_hot(labels):
+    return (labels.unsqueeze(1) == ev.arange(CLASSES)).to(ev.float32)
+
+
+class Loader:
+    """Issues the input pipeline of each batch on its own worker thread.
+
+    The table holds each training image's raw pixels next to its one-hot
+    label, (N, 784 + 10), so one row gather fetches both."""
+
+    def __init__(self, images, labels, batch_size, rng, prefetch=2, thread=None):
+        self.thread = thread or ev.asyncs.Thread()
+        self.batch_size = batch_size
+        self.rng = rng
+        self.n = images.shape[0]
+        self.batches = self.n // batch_size  # the last partial batch is dropped
+        with ev.asyncs.thread(self.thread):
+            self.table = ev.empty(self.n, PIXELS + CLASSES)
+            self.table[:, :PIXELS] = images
+            self.table[:, PIXELS:] = one_hot(labels)
+            # The ring of slots the training step reads from.
+            self.slots = [(ev.empty(batch_size, PIXELS), ev.empty(batch_size, CLASSES))
+                          for _ in range(prefetch + 1)]
+        self.prefetch = prefetch
+        self.use_index_select = hasattr(ev, "index_select") and \
+            not os.environ.get("EAGERVM_EXAMPLE_ROW_GATHER")
+
+    def epoch(self):
+        """Yields (x, y) for each batch of one shuffled epoch, issuing the
+        pipeline `prefetch` batches ahead of what it yields."""
+        order = self.rng.permutation(self.n)
+        flips = self.rng.random(self.batches * self.batch_size) < 0.5
+        with ev.asyncs.thread(self.thread):
+            # One-off per epoch: the permutation and the coin flips, as tensors.
+            order_t = ev.from_numpy(order.astype(np.int64))
+            flips_t = ev.from_numpy(flips.astype(np.float32)).reshape(-1, 1)
+        order = order.tolist()
+        pending = []
+        for k in range(self.batches + self.prefetch):
+            if k < self.batches:
+                pending.append(self._issue(k, order, order_t, flips_t))
+            if k >= self.prefetch:
+                yield pending.pop(0)
+
+    def _issue(self, k, order, order_t, flips_t):
+        b = self.batch_size
+        lo, hi = k * b, (k + 1) * b
+        slot_x, slot_y = self.slots[k % len(self.slots)]
+        with ev.asyncs.thread(self.thread):
+            # Gather the batch's rows of the shuffled order.
+            if self.use_index_select:
+                rows = ev.index_select(self.table, 0, order_t[lo:hi])
+            else:  # until index_select lands in the Python module: one copy per row
+                rows = ev.empty(b, PIXELS + CLASSES)
+                for j, i in enumerate(order[lo:hi]):
+                    rows[j] = self.table[i]
+            # Normalise to zero mean, unit variance.
+            x = rows[:, :PIXELS] * (1 / (255 * STD)) - MEAN / STD
+            # Flip the images whose coin came up: x + coin * (flipped - x).
+            # The mirror image is made column by column (copies, no BLAS: a
+            # matmul here would share the cores' BLAS threads with training and
+            # make its results depend on timing).
+            img = x.reshape(b, SIDE, SIDE)
+            flipped = ev.empty(b, SIDE, SIDE)
+            for c in range(SIDE):
+                flipped[:, :, c] = img[:, :, SIDE - 1 - c]
+            x = x + flips_t[lo:hi] * (flipped.reshape(b, PIXELS) - x)
+            # Hand over: waits (in the runtime) until the step that read this
+            # slot last has finished.
+            slot_x[...] = x
+            slot_y[...] = rows[:, PIXELS:]
+        return slot_x, slot_y
+
+
+# ---------------------------------------------------------------- progress
+
+class Progress:
+    """A live bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, epochs, batches, batch_size, stream=sys.stdout, every=None):
+        self.epochs, self.batches, self.batch_size = epochs, batches, batch_size
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.every = every or (max(1, batches // 50) if self.tty else max(1, batches // 4))
+
+    def due(self, batch):
+        return (batch + 1) % self.every == 0 or batch + 1 == self.batches
+
+    def show(self, epoch, batch, loss, samples_per_s):
+        done = (batch + 1) / self.batches
+        text = (f"epoch {epoch + 1}/{self.epochs} batch {batch + 1}/{self.batches} "
+                f"loss {loss:.4f} {samples_per_s:,.0f} samples/s")
+        if self.tty:
+            bar = "#" * int(30 * done) + "." * (30 - int(30 * done))
+            self.stream.write(f"\r[{bar}] {text}\x1b[K")
+            if batch + 1 == self.batches:
+                self.stream.write("\n")
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+# ---------------------------------------------------------------- training
+
+def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentum=0.9,
+          seed=0, prefetch=2, profile_epoch=None, progress=True, out=sys.stdout):
+    """Trains an MLP; returns (model, history, prof). history: one dict per
+    epoch (loss: mean training loss, seconds, samples_per_s). prof: the
+    eagervm profile of epoch `profile_epoch` (0-based), or None."""
+    rng = np.random.default_rng(seed)
+    model = MLP(rng, lr=lr, momentum=momentum)
+    loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch)
+    steps = epochs * loader.batches
+    bar = Progress(epochs, loader.batches, batch_size, out) if progress else None
+    history, prof = [], None
+    ev.synchronize()  # time the training, not the loading of the data set
+    for epoch in range(epochs):
+        if epoch == profile_epoch:
+            prof = ev.profiler.profile(labels={loader.thread: "loader", 0: "training"})
+            prof.start()
+        t0 = time.perf_counter()
+        total = ev.zeros(())
+        seen_loss, seen_batches = 0.0, 0
+        for k, (x, y) in enumerate(loader.epoch()):
+            # Cosine learning-rate schedule, from lr down to 0 at the last step.
+            model.lr = lr * 0.5 * (1 + math.cos(math.pi * (epoch * loader.batches + k) / steps))
+            loss = model.step(x, y)
+            total += loss
+            if bar and bar.due(k):
+                # Reading the loss is a sync point: it waits for this step only,
+                # the loader goes on with the next batches meanwhile.
+                s = total.item()
+                rate = (k + 1) * batch_size / (time.perf_counter() - t0)
+                bar.show(epoch, k, (s - seen_loss) / (k + 1 - seen_batches), rate)
+                seen_loss, seen_batches = s, k + 1
+        mean_loss = total.item() / loader.batches
+        secs = time.perf_counter() - t0
+        if prof is not None and epoch == profile_epoch:
+            prof.stop()
+        history.append({"loss": mean_loss, "seconds": secs,
+                        "samples_per_s": loader.batches * batch_size / secs})
+    return model, history, prof
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefetch", type=int, default=2, help="batches the loader runs ahead")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N training images")
+    ap.add_argument("--data", default=None, help=f"folder of the IDX files "
+                    f"(default {mnist.FASHION_MNIST_ROOT})")
+    ap.add_argument("--out", default="fashion_mnist_profile",
+                    help="folder for the trace and the timeline (default %(default)s)")
+    ap.add_argument("--profile-epoch", type=int, default=None,
+                    help="1-based epoch to profile (default: the last); 0: none")
+    args = ap.parse_args(argv)
+
+    t_start = time.perf_counter()
+    try:
+        train_x, train_y = mnist.load_fashion_mnist("train", args.data)
+        test_x, test_y = mnist.load_fashion_mnist("test", args.data)
+    except (OSError, mnist.IDXError) as exc:
+        sys.exit(f"fashion_mnist: cannot read the data set: {exc}")
+    if args.limit:
+        train_x, train_y = train_x[:args.limit], train_y[:args.limit]
+    print(f"Fashion-MNIST: {train_x.shape[0]} training and {test_x.shape[0]} test images "
+          f"(read in {time.perf_counter() - t_start:.1f} s)")
+    pe = args.epochs if args.profile_epoch is None else args.profile_epoch
+    model, history, prof = train(train_x, train_y, args.epochs, args.batch_size, args.lr,
+                                 args.momentum, args.seed, args.prefetch,
+                                 profile_epoch=pe - 1 if pe else None)
+    acc = model.accuracy(test_x, test_y)
+    secs = sum(h["seconds"] for h in history)
+    samples = sum(h["samples_per_s"] * h["seconds"] for h in history)
+    print(f"test accuracy: {acc:.4f} after {args.epochs} epochs")
+    print(f"training throughput: {samples / secs:,.0f} samples/s "
+          f"({secs:.1f} s for {args.epochs} epochs of {int(samples) // args.epochs} samples)")
+    if prof is not None:
+        os.makedirs(args.out, exist_ok=True)
+        trace = prof.export_chrome_trace(os.path.join(args.out, "trace.json"))
+        print(f"profile of epoch {pe}: {len(prof.events)} instructions")
+        print(prof.summary(limit=12))
+        print(f"chrome trace: {os.path.abspath(trace)}  (open in https://ui.perfetto.dev)")
+        try:
+            png = prof.plot_timeline(os.path.join(args.out, "timeline.png"),
+                                     title=f"Fashion-MNIST, epoch {pe}: loader and training "
+                                           f"workers")
+            zoom = plot_zoom(prof, os.path.join(args.out, "timeline_zoom.png"))
+            print(f"timeline: {os.path.abspath(png)}")
+            print(f"timeline, a few batches: {os.path.abspath(zoom)}")
+        except ImportError as exc:
+            print(f"timeline: not drawn: {exc}")
+    print(f"total run time: {time.perf_counter() - t_start:.1f} s")
+    return acc
+
+
+def plot_zoom(prof, path, batches=4):
+    """The timeline of a few batches from the middle of the epoch."""
+    evs = prof.events
+    mid = evs[len(evs) // 2].start_ns
+    steps = [e.start_ns for e in evs if e.name == "log_softmax"]
+    i = min(range(len(steps)), key=lambda j: abs(steps[j] - mid)) if steps else 0
+    lo = steps[i] if steps else mid
+    hi = steps[min(i + batches, len(steps) - 1)] if steps else mid + 10_000_000
+    t0 = prof.start_ns
+    return prof.plot_timeline(path, window=((lo - t0) / 1e6, (hi - t0) / 1e6),
+                              title=f"{batches} batches from the middle of the epoch")
+
+
+if __name__ == "__main__":
+    main()
