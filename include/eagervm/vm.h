@@ -268,6 +268,11 @@ EV_API int ev_synchronize(ev_vm *vm, ev_error **err_out);
  * timeout_ms (UINT32_MAX = never). */
 EV_API int ev_wait_all(ev_vm *vm, uint32_t timeout_ms);
 
+/* Waits for every instruction issued so far on thread uid's streams (work
+ * they wait for on other threads included), taking no error. EV_EINVAL for a
+ * uid out of range, EV_ETIMEDOUT after timeout_ms (UINT32_MAX = never). */
+EV_API int ev_wait_thread(ev_vm *vm, uint32_t uid, uint32_t timeout_ms);
+
 /* Like ev_synchronize but gives up after timeout_ms with EV_ETIMEDOUT. */
 EV_API int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err_out);
 

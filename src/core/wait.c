@@ -149,6 +149,8 @@ static ev_error *take_unreported(ev_vm *vm)
         if (!vm->unreported_head) {
             vm->unreported_tail = NULL;
         }
+        e->listed = false;
+        e->next_unreported = NULL;
         if (!atomic_load_explicit(&e->reported, memory_order_relaxed)) {
             break;
         }
@@ -189,6 +191,25 @@ int ev_wait_all(ev_vm *vm, uint32_t timeout_ms)
     if (!ev__wait_all(vm, deadline_after(timeout_ms))) {
         return ev__set_message(EV_ETIMEDOUT, "ev_wait_all: still busy after %u ms", timeout_ms);
     }
+    return 0;
+}
+
+int ev_wait_thread(ev_vm *vm, uint32_t uid, uint32_t timeout_ms)
+{
+    if (!vm || uid > vm->limit) {
+        return ev__set_message(EV_EINVAL, "ev_wait_thread: no thread uid %u in this runtime",
+                               uid);
+    }
+    ev__run_deferred(vm);
+    ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_acquire);
+    if (w) {
+        ev_dep d = {uid, atomic_load_explicit(&w->issued, memory_order_acquire)};
+        if (!host_wait(vm, d, deadline_after(timeout_ms))) {
+            return ev__set_message(EV_ETIMEDOUT, "ev_wait_thread: thread %u still busy after "
+                                   "%u ms", uid, timeout_ms);
+        }
+    }
+    ev__run_deferred(vm);
     return 0;
 }
 

@@ -203,6 +203,27 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
     return buf;
 }
 
+/* Memory back-pressure. An op allocates its output when it is issued, but
+ * the inputs it frees come back only when it has run: a thread issuing large
+ * ops far ahead of its worker (y = y + x on big tensors) would take fresh
+ * memory for each. Past this many bytes of new storages since it last
+ * waited, a submitting thread waits for the work queued on its own worker
+ * thread (not for other threads'), so memory is reused from the cache.
+ * (A smaller bound would keep memory-bound chains in the CPU caches, but it
+ * would also make chains of big ops wait at issue, losing the asynchrony.) */
+#define INFLIGHT_BYTES_LIMIT ((size_t)256 << 20)
+
+static _Thread_local size_t bytes_since_wait;
+
+static void limit_inflight_bytes(const ev_exec *ex, size_t nbytes)
+{
+    bytes_since_wait += nbytes;
+    if (bytes_since_wait > INFLIGHT_BYTES_LIMIT) {
+        bytes_since_wait = 0;
+        ev_wait_thread(ex->vm, ex->thread_uid, UINT32_MAX);
+    }
+}
+
 int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
                    ev_tensor **out)
 {
@@ -213,8 +234,12 @@ int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
         st *= shape[i] > 0 ? shape[i] : 1;
     }
     int64_t numel = shape_numel(ndim, shape);
+    size_t nbytes = (size_t)numel * ev__dsize(dtype);
+    if (nbytes >= ((size_t)1 << 16)) {
+        limit_inflight_bytes(ex, nbytes); /* small tensors cannot add up to much */
+    }
     ev__storage *s = NULL;
-    int rc = storage_new(ex, (size_t)numel * ev__dsize(dtype), &s);
+    int rc = storage_new(ex, nbytes, &s);
     if (rc) {
         return rc;
     }
@@ -228,6 +253,9 @@ int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
 int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, int64_t offset, ev_tensor **out)
 {
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "view: out is NULL");
+    }
     /* relaxed: the caller holds a reference to t, hence to the storage. */
     atomic_fetch_add_explicit(&t->storage->refs, 1, memory_order_relaxed);
     int rc = tensor_struct(dtype, ndim, shape, strides, offset, t->storage, out);

@@ -554,6 +554,11 @@ static void test_timed_waits_and_wait_all(void)
     CHECK_EQ(ev_wait_obj_timeout(vm, obj, 0, NULL), EV_ETIMEDOUT);
     CHECK_EQ(ev_wait_obj_timeout(vm, obj, 20, NULL), EV_ETIMEDOUT);
     CHECK_EQ(ev_wait_all(vm, 20), EV_ETIMEDOUT);
+    /* Waiting for one thread does not wait for another's blocked work. */
+    CHECK_EQ(ev_wait_thread(vm, 1, 20), EV_ETIMEDOUT);
+    CHECK_OK(ev_wait_thread(vm, 2, 1000));
+    CHECK_OK(ev_wait_thread(vm, 5, 0)); /* never used: nothing to wait for */
+    CHECK_EQ(ev_wait_thread(vm, 9999, 0), EV_EINVAL);
     gate_open(&g);
     CHECK_OK(ev_wait_obj_timeout(vm, obj, UINT32_MAX, NULL));
     /* Waiting for everything takes no error: synchronize still reports it. */

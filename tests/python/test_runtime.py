@@ -106,10 +106,13 @@ def test_ctrl_c_at_a_sync_point_raises_promptly():
     r = run_script("""
         import os, signal, threading, time
         import eagervm as ev
+        # Seconds of queued work with small outputs: big outputs would make
+        # issuing itself wait (the runtime bounds the memory in flight).
         a = ev.ones(1200, 1200)
-        x = a
-        for i in range(400):
-            x = (x @ a) * 0.0
+        b = ev.ones(1200, 1)
+        x = ev.zeros(1200, 1)
+        for i in range(3000):
+            x = x + (a @ b) * 0.0
         t0 = time.time()
         threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
         try:
