@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the C suite in the normal build
 # (warnings are errors), under AddressSanitizer + UndefinedBehaviorSanitizer,
-# and its concurrency tests under ThreadSanitizer (smaller stress sizes); then
-# the Python suite against an ASan/UBSan build of the module and, last,
+# and its concurrency tests under ThreadSanitizer (smaller stress sizes); a
+# minute of coverage-guided fuzzing of the C API; then the Python suite against an ASan/UBSan build of the module and, last,
 # against the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +31,9 @@ build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEV_TSAN=ON -DEV_BUILD_BENCH
     -DEV_STRESS_SCALE=0.1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan -L concurrency --output-on-failure --timeout 1800
+
+echo "== libFuzzer on the C API, 60 seconds"
+bash tests/fuzz/run.sh 60 2>&1 | tail -n 12
 
 echo "== Python module under AddressSanitizer + UndefinedBehaviorSanitizer"
 EAGERVM_SANITIZE=address,undefined \

@@ -226,6 +226,7 @@ ev_error *ev__error_new(int code, const char *message, const char *name, const e
     err->thread_uid = uid;
     err->seq = seq;
     err->next_unreported = NULL;
+    err->listed = false;
     memcpy(err->message, message, len + 1);
     return err;
 }
@@ -274,8 +275,17 @@ int ev_error_format(const ev_error *err, char *buf, size_t size)
 
 void ev__vm_add_unreported(ev_vm *vm, ev_error *err)
 {
-    ev_error_ref(err);
     pthread_mutex_lock(&vm->err_lock);
+    /* A worker's oom_error stands for every failure it records, so it may
+     * come again: once more unreported, but never twice on the list. */
+    atomic_store_explicit(&err->reported, 0, memory_order_relaxed);
+    if (err->listed) {
+        pthread_mutex_unlock(&vm->err_lock);
+        return;
+    }
+    ev_error_ref(err);
+    err->listed = true;
+    err->next_unreported = NULL;
     if (vm->unreported_tail) {
         vm->unreported_tail->next_unreported = err;
     } else {

@@ -102,6 +102,7 @@ struct ev_error {
     uint32_t thread_uid;
     uint64_t seq;
     struct ev_error *next_unreported; /* runtime's list; guarded by vm->err_lock */
+    bool listed;            /* on that list; guarded by vm->err_lock */
     char message[];         /* owned, inline */
 };
 
@@ -195,6 +196,10 @@ typedef struct ev_worker {
     } recent_errors[1024];          /* ring, indexed by failure count */
     uint64_t n_recent_errors;
     pthread_mutex_t recent_lock;
+    /* Owned reference to a record made at start (code EV_ENOMEM, fixed
+     * text) that stands in for a kernel failure whose own record cannot be
+     * allocated, so its outputs are still poisoned and it is still reported. */
+    ev_error *oom_error;
 
     /* Producer side: guarded by vm->submit_lock. */
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;

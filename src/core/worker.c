@@ -312,15 +312,18 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
             ev_error *err = ev__error_new(kc.code, kc.message, ins->name, ins->site, w->uid,
                                           ins->seq);
             atomic_fetch_add_explicit(&vm->n_failed, 1, memory_order_relaxed);
-            if (err) {
-                poison_outputs(vm, ins, err);
-                ev__vm_add_unreported(vm, err);
-                ev__worker_remember_error(w, ins->seq, err);
-                ev_error_unref(err);
-            } else {
+            if (!err) {
+                /* The failure must not be lost (its outputs would read as
+                 * good): record it as the worker's reserved EV_ENOMEM. */
                 fprintf(stderr, "eagervm: out of memory recording the failure of %s: %s\n",
                         ins->name, kc.message);
+                err = w->oom_error;
+                ev_error_ref(err);
             }
+            poison_outputs(vm, ins, err);
+            ev__vm_add_unreported(vm, err);
+            ev__worker_remember_error(w, ins->seq, err);
+            ev_error_unref(err);
         }
     }
     if (ins->arg_drop) {
@@ -434,6 +437,15 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
                                uid);
     }
     ev_worker *w = memset(mem, 0, sizeof(ev_worker));
+    char text[96];
+    snprintf(text, sizeof text, "out of memory recording the failure of an instruction on "
+             "thread uid %u", uid);
+    w->oom_error = ev__error_new(EV_ENOMEM, text, "instruction", NULL, uid, 0);
+    if (!w->oom_error) {
+        ev__free(mem);
+        return ev__set_message(EV_ENOMEM, "out of memory starting the worker of thread uid %u",
+                               uid);
+    }
     w->vm = vm;
     w->uid = uid;
     atomic_init(&w->head, &w->stub);
@@ -446,6 +458,7 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     if (rc != 0) {
         pthread_mutex_destroy(&w->prof_lock);
         pthread_mutex_destroy(&w->recent_lock);
+        ev_error_unref(w->oom_error);
         ev__free(mem);
         return ev__set_message(EV_ETHREAD, "cannot start the worker of thread uid %u: %s", uid,
                                strerror(rc));
@@ -465,6 +478,7 @@ void ev__worker_stop(ev_worker *w)
     for (size_t i = 0; i < sizeof w->recent_errors / sizeof w->recent_errors[0]; i++) {
         ev_error_unref(w->recent_errors[i].err);
     }
+    ev_error_unref(w->oom_error);
     ev__profile_free(w);
     pthread_mutex_destroy(&w->prof_lock);
     pthread_mutex_destroy(&w->recent_lock);

@@ -111,6 +111,9 @@ int ev_contiguous(const ev_exec *ex, ev_tensor *t, ev_tensor **out)
         (rc = ev__check_tensor("contiguous", "the tensor", t))) {
         return rc;
     }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "contiguous: out is NULL");
+    }
     if (ev_tensor_is_contiguous(t)) {
         *out = ev_tensor_ref(t);
         return 0;
@@ -168,6 +171,9 @@ int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
 int ev_from_host(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
                  const void *src, ev_tensor **out)
 {
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "from_host: out is NULL");
+    }
     ev_tensor *t;
     int rc = ev_empty(ex, dtype, ndim, shape, &t);
     if (rc) {

@@ -37,6 +37,9 @@ int ev_empty(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
 static int full(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
                 const int64_t *shape, ev_scalar value, ev_tensor **out)
 {
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", fn);
+    }
     ev_tensor *t;
     int rc = new_checked(fn, ex, dtype, ndim, shape, &t);
     if (rc) {
@@ -142,6 +145,9 @@ static int seq_kernel(void *p, ev_kctx *kc)
 static int seq_submit(const ev_exec *ex, const char *fn, seq_arg *a, ev_dtype dtype, int ndim,
                       const int64_t *shape, ev_tensor **out)
 {
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", fn);
+    }
     int rc = new_checked(fn, ex, dtype, ndim, shape, &a->t);
     if (rc) {
         return rc;

@@ -37,7 +37,7 @@ static int infer_shape(const char *fn, const ev_tensor *t, int ndim, const int64
     if (ndim < 0 || ndim > EV_MAX_DIMS || (ndim > 0 && !shape)) {
         return ev__set_message(EV_EINVAL, "%s: bad ndim %d (or NULL shape)", fn, ndim);
     }
-    int infer = -1;
+    int infer = -1, zero = 0, big = 0;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
         res[i] = shape[i];
@@ -47,17 +47,21 @@ static int infer_shape(const char *fn, const ev_tensor *t, int ndim, const int64
             return ev__set_message(EV_EINVAL, "%s: bad size %lld in dimension %d", fn,
                                    (long long)shape[i], i);
         } else {
-            known *= shape[i];
+            /* Sizes are untrusted: a product past int64 cannot match numel,
+             * unless another size is 0. */
+            zero |= shape[i] == 0;
+            big |= __builtin_mul_overflow(known, shape[i], &known);
         }
+    }
+    if (zero) {
+        known = 0;
     }
     if (infer >= 0) {
         res[infer] = known > 0 ? t->numel / known : -1;
     }
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        n *= res[i];
-    }
-    if (n != t->numel || (infer >= 0 && res[infer] < 0)) {
+    /* known * res[infer] <= numel: no overflow. */
+    int64_t n = infer >= 0 ? known * res[infer] : known;
+    if ((big && !zero) || n != t->numel || (infer >= 0 && res[infer] < 0)) {
         char a[EV__SHAPE_STR_SIZE], b[EV__SHAPE_STR_SIZE];
         return ev__set_message(EV_EINVAL, "%s: shape %s is invalid for a tensor of shape %s "
                                "(%lld elements)", fn, ev__shape_str(ndim, shape, a, sizeof a),

@@ -1,0 +1,1202 @@
+/* libFuzzer harness for eagervm's public C API: decodes the input bytes into
+ * a program of API calls on one runtime (valid and invalid ones) and checks
+ * the contracts of vm.h, tensor.h and ops.h as it goes.
+ *
+ * Each input runs on a fresh runtime (worker_thread_limit = FZ_LIMIT) that is
+ * destroyed at the end, so an input replays the same way on its own. The
+ * harness keeps FZ_SLOTS tensor slots and decodes one call per step:
+ *
+ *   - calls whose validity the harness can predict from public facts
+ *     (ev_broadcast_shapes, ev_binary_result_dtype, dimension ranges, the
+ *     uid limit) must return 0 when valid and a negative EV_E* code with a
+ *     message when not;
+ *   - calls with raw arguments must either succeed with a new tensor in *out
+ *     or fail with a code and a message, leaving *out untouched;
+ *   - a wait must return 0 or a kernel's code (DESIGN rule 6), never hang;
+ *   - every submitted instruction's arg_drop and every released object's
+ *     free callback runs exactly once by ev_vm_destroy.
+ *
+ * Released handles are never touched again (that is undefined by contract);
+ * double releases are only tried where the API promises an error or a no-op
+ * (thread uids, NULL handles). Any broken check aborts, which libFuzzer
+ * reports as a crash with the input that caused it. */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eagervm/ops.h"
+#include "eagervm/tensor.h"
+#include "eagervm/vm.h"
+
+/* Test hook from src/core/internal.h (exported for tests only). */
+void ev__fail_alloc_after(long n);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FZ_SLOTS 12
+#define FZ_LIMIT 3       /* thread uids 1..FZ_LIMIT beyond uid 0 */
+#define FZ_MAX_STEPS 128
+#define FZ_MAX_DIM 4     /* sizes of created dimensions are 0..FZ_MAX_DIM */
+
+/* ------------------------------------------------------------- checking */
+
+static void fz_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+static void fz_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz_api: contract broken: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (last message: \"%s\")\n", ev_last_message());
+    abort();
+}
+
+#define FZ_CHECK(cond, ...)                                                          \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fz_fail(__VA_ARGS__);                                                    \
+        }                                                                            \
+    } while (0)
+
+static int is_ev_code(int rc)
+{
+    return rc < 0 && rc >= -EV_ERRNO_COUNT;
+}
+
+/* A call the harness knows is invalid: a code and a message. */
+static void expect_err(int rc, const char *what)
+{
+    FZ_CHECK(is_ev_code(rc), "%s: expected an error, got %d", what, rc);
+    const char *m = ev_last_message();
+    FZ_CHECK(m && m[0], "%s: error %d without a message", what, rc);
+}
+
+/* A call the harness knows is valid. */
+static void expect_ok(int rc, const char *what)
+{
+    FZ_CHECK(rc == 0, "%s: expected success, got %d (%s)", what, rc, ev_err_name(rc));
+}
+
+/* A call of unknown validity that produces a tensor: success with a tensor,
+ * or a clean error that leaves *out alone. Returns the tensor or NULL. */
+static ev_tensor *expect_any(int rc, ev_tensor *out, const char *what)
+{
+    if (rc == 0) {
+        FZ_CHECK(out != NULL, "%s: success without a tensor", what);
+        return out;
+    }
+    expect_err(rc, what);
+    FZ_CHECK(out == NULL, "%s: failed (%d) but wrote *out", what, rc);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- input */
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n, i;
+} reader;
+
+static uint8_t u8(reader *r)
+{
+    return r->i < r->n ? r->p[r->i++] : 0;
+}
+
+static int8_t s8(reader *r)
+{
+    return (int8_t)u8(r);
+}
+
+static int64_t i64(reader *r)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++) {
+        v = v << 8 | u8(r);
+    }
+    return (int64_t)v;
+}
+
+/* ---------------------------------------------------------------- state */
+
+/* Counters shared with arg_drop and free callbacks (which may run on workers). */
+static _Atomic long drops_expected, drops_seen, frees_expected, frees_seen;
+
+typedef struct fz {
+    ev_vm *vm;
+    ev_exec ex;
+    ev_tensor *slot[FZ_SLOTS]; /* owned references, or NULL */
+    int taken[FZ_LIMIT + 1];   /* uids acquired by this input */
+    ev_generator *gen;         /* owned */
+    int injected;              /* an allocation failure was injected: waits may see ENOMEM */
+} fz;
+
+static const ev_site fz_site = {"tests/fuzz/fuzz_api.c", "fuzz", 1};
+
+static ev_tensor *pick(fz *f, reader *r)
+{
+    return f->slot[u8(r) % FZ_SLOTS];
+}
+
+static void put(fz *f, reader *r, ev_tensor *t)
+{
+    int i = u8(r) % FZ_SLOTS;
+    ev_tensor_unref(f->slot[i]);
+    f->slot[i] = t;
+}
+
+static int64_t shape_numel(int nd, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        n *= shape[i];
+    }
+    return n;
+}
+
+/* Codes a wait may return: success, or what a kernel (or poison) reports. */
+static void check_wait_rc(fz *f, int rc, const char *what)
+{
+    int ok = rc == 0 || rc == EV_EINDEX || rc == EV_EVALUE || rc == EV_EPOISON ||
+             rc == EV_EKERNEL || (f->injected && rc == EV_ENOMEM);
+    FZ_CHECK(ok, "%s: wait returned %d (%s)", what, rc, ev_err_name(rc));
+    if (rc) {
+        const char *m = ev_last_message();
+        FZ_CHECK(m && m[0], "%s: failed wait without a message", what);
+    }
+}
+
+static void check_error_obj(ev_error *err, int rc, const char *what)
+{
+    if (rc == 0) {
+        FZ_CHECK(err == NULL, "%s: success with an error object", what);
+        return;
+    }
+    FZ_CHECK(err != NULL, "%s: failure %d without an error object", what, rc);
+    ev_error_info info;
+    ev_error_get(err, &info);
+    FZ_CHECK(is_ev_code(info.code) && info.message && info.name, "%s: bad error info", what);
+    char buf[64];
+    int len = ev_error_format(err, buf, sizeof buf);
+    FZ_CHECK(len > 0 && strlen(buf) < sizeof buf, "%s: bad formatted error", what);
+    ev_error_unref(err);
+}
+
+/* ------------------------------------------------------------- creation */
+
+/* A valid random shape: ndim 0..3, sizes 0..FZ_MAX_DIM. */
+static int random_shape(reader *r, int64_t *shape)
+{
+    int nd = u8(r) % 4;
+    for (int i = 0; i < nd; i++) {
+        shape[i] = u8(r) % (FZ_MAX_DIM + 1);
+    }
+    return nd;
+}
+
+static ev_scalar random_scalar(reader *r)
+{
+    switch (u8(r) % 3) {
+    case 0:
+        return ev_scalar_int(s8(r));
+    case 1:
+        return ev_scalar_float(s8(r) / 4.0);
+    default:
+        return ev_scalar_bool(u8(r) & 1);
+    }
+}
+
+static ev_tensor *create_valid(fz *f, reader *r)
+{
+    ev_dtype dt = (ev_dtype)(u8(r) % EV_DTYPE_COUNT);
+    int64_t shape[EV_MAX_DIMS];
+    int nd = random_shape(r, shape);
+    ev_tensor *t = NULL;
+    int rc;
+    switch (u8(r) % 10) {
+    case 0:
+        rc = ev_zeros(&f->ex, dt, nd, shape, &t);
+        break;
+    case 1:
+        rc = ev_ones(&f->ex, dt, nd, shape, &t);
+        break;
+    case 2:
+        rc = ev_full(&f->ex, dt, nd, shape, random_scalar(r), &t);
+        break;
+    case 3: {
+        int64_t start = s8(r) % 8, len = u8(r) % 6, step = 1 + u8(r) % 3;
+        rc = ev_arange(&f->ex, ev_scalar_int(start), ev_scalar_int(start + len * step),
+                       ev_scalar_int(step), dt, &t);
+        break;
+    }
+    case 4: {
+        /* Raw bytes: NaN, infinities and extreme integers included; bool
+         * bytes are kept to 0 or 1 as the storage contract requires. */
+        size_t bytes = (size_t)shape_numel(nd, shape) * ev_dtype_size(dt);
+        unsigned char *buf = malloc(bytes ? bytes : 1);
+        for (size_t i = 0; i < bytes; i++) {
+            buf[i] = dt == EV_BOOL ? (u8(r) & 1) : u8(r);
+        }
+        rc = ev_from_host(&f->ex, dt, nd, shape, buf, &t);
+        free(buf);
+        break;
+    }
+    case 5:
+        rc = ev_empty(&f->ex, dt, nd, shape, &t);
+        if (rc == 0) {
+            expect_ok(ev_fill_(&f->ex, t, random_scalar(r)), "fill_");
+        }
+        break;
+    case 6:
+        if (!ev_dtype_is_float(dt)) {
+            expect_err(ev_rand(&f->ex, f->gen, dt, nd, shape, &t), "rand of a non-float");
+            return NULL;
+        }
+        rc = (u8(r) & 1) ? ev_rand(&f->ex, f->gen, dt, nd, shape, &t)
+                         : ev_randn(&f->ex, f->gen, dt, nd, shape, &t);
+        break;
+    case 7: {
+        int64_t lo = s8(r), hi = lo + 1 + u8(r) % 16;
+        if (dt != EV_INT32 && dt != EV_INT64) {
+            expect_err(ev_randint(&f->ex, f->gen, lo, hi, dt, nd, shape, &t), "randint dtype");
+            return NULL;
+        }
+        rc = ev_randint(&f->ex, f->gen, lo, hi, dt, nd, shape, &t);
+        break;
+    }
+    case 8:
+        rc = ev_eye(&f->ex, u8(r) % 5, (int64_t)(u8(r) % 6) - 1, dt, &t);
+        break;
+    default:
+        rc = ev_linspace(&f->ex, s8(r), s8(r), u8(r) % 6, dt, &t);
+        break;
+    }
+    expect_ok(rc, "create");
+    FZ_CHECK(t != NULL, "create: no tensor");
+    return t;
+}
+
+/* One invalid creation: each case breaks exactly one rule. */
+static void create_invalid(fz *f, reader *r)
+{
+    int64_t shape[EV_MAX_DIMS + 2] = {1, 2, 1, 2, 1, 1, 1, 1, 1, 1};
+    ev_tensor *t = NULL;
+    ev_exec bad = f->ex;
+    int rc;
+    switch (u8(r) % 9) {
+    case 0:
+        rc = ev_zeros(&f->ex, EV_FLOAT32, EV_MAX_DIMS + 1 + u8(r) % 3, shape, &t);
+        break;
+    case 1:
+        rc = ev_zeros(&f->ex, EV_FLOAT32, -1 - u8(r) % 3, shape, &t);
+        break;
+    case 2:
+        shape[u8(r) % 4] = -1 - u8(r);
+        rc = ev_ones(&f->ex, EV_INT32, 4, shape, &t);
+        break;
+    case 3:
+        rc = ev_ones(&f->ex, (ev_dtype)(EV_DTYPE_COUNT + u8(r) % 4), 2, shape, &t);
+        break;
+    case 4:
+        rc = ev_ones(NULL, EV_INT64, 2, shape, &t);
+        break;
+    case 5:
+        bad.vm = NULL;
+        rc = ev_full(&bad, EV_INT64, 2, shape, ev_scalar_int(1), &t);
+        break;
+    case 6:
+        /* A thread uid past the limit fails at submission; nothing leaks. */
+        bad.thread_uid = FZ_LIMIT + 1 + u8(r);
+        rc = ev_zeros(&bad, EV_FLOAT64, 2, shape, &t);
+        break;
+    case 7:
+        rc = ev_zeros(&f->ex, EV_FLOAT32, 2, shape, NULL);
+        break;
+    default: {
+        /* Element counts that overflow int64. */
+        int64_t big[3] = {INT64_MAX / 2, 3, 1 + u8(r)};
+        rc = ev_empty(&f->ex, EV_BOOL, 3, big, &t);
+        break;
+    }
+    }
+    expect_err(rc, "invalid creation");
+    FZ_CHECK(t == NULL, "invalid creation wrote *out");
+}
+
+/* Every producing function with out == NULL: EV_EINVAL, nothing queued that
+ * could leak, and no crash (vm.h: nothing aborts on bad input). */
+static void null_out(fz *f, reader *r)
+{
+    const ev_exec *ex = &f->ex;
+    int64_t sh[2] = {2, 2};
+    ev_tensor *t = NULL, *i = NULL;
+    expect_ok(ev_ones(ex, EV_FLOAT32, 2, sh, &t), "ones");
+    expect_ok(ev_zeros(ex, EV_INT64, 2, sh, &i), "zeros");
+    ev_tensor *list[2] = {t, t};
+    int dim = 0, rc;
+    double host[4] = {0};
+    uint8_t which = u8(r) % 36;
+    switch (which) {
+    case 0: rc = ev_empty(ex, EV_FLOAT32, 2, sh, NULL); break;
+    case 1: rc = ev_zeros(ex, EV_FLOAT32, 2, sh, NULL); break;
+    case 2: rc = ev_ones(ex, EV_FLOAT32, 2, sh, NULL); break;
+    case 3: rc = ev_full(ex, EV_FLOAT32, 2, sh, ev_scalar_int(3), NULL); break;
+    case 4:
+        rc = ev_arange(ex, ev_scalar_int(0), ev_scalar_int(3), ev_scalar_int(1), EV_INT32, NULL);
+        break;
+    case 5: rc = ev_linspace(ex, 0, 1, 3, EV_FLOAT64, NULL); break;
+    case 6: rc = ev_eye(ex, 2, -1, EV_FLOAT32, NULL); break;
+    case 7: rc = ev_from_host(ex, EV_FLOAT64, 2, sh, host, NULL); break;
+    case 8: rc = ev_rand(ex, f->gen, EV_FLOAT32, 2, sh, NULL); break;
+    case 9: rc = ev_randint(ex, f->gen, 0, 5, EV_INT64, 2, sh, NULL); break;
+    case 10: rc = ev_view(t, 2, sh, NULL); break;
+    case 11: rc = ev_reshape(ex, t, 2, sh, NULL); break;
+    case 12: rc = ev_transpose(t, 0, 1, NULL); break;
+    case 13: rc = ev_permute(t, (const int[]){1, 0}, NULL); break;
+    case 14: rc = ev_expand(t, 2, sh, NULL); break;
+    case 15: rc = ev_slice(t, 0, 0, 1, 1, NULL); break;
+    case 16: rc = ev_squeeze(t, 0, NULL); break;
+    case 17: rc = ev_squeeze_all(t, NULL); break;
+    case 18: rc = ev_unsqueeze(t, 0, NULL); break;
+    case 19: rc = ev_contiguous(ex, t, NULL); break;
+    case 20: rc = ev_cast(ex, t, EV_INT32, NULL); break;
+    case 21: rc = ev_add(ex, t, t, NULL); break;
+    case 22: rc = ev_exp(ex, t, NULL); break;
+    case 23: rc = ev_clamp(ex, t, &(ev_scalar){EV_FLOAT64, {.f = 0}}, NULL, NULL); break;
+    case 24: rc = ev_sum(ex, t, 0, NULL, 0, NULL); break;
+    case 25: rc = ev_argmax(ex, t, &dim, 0, NULL); break;
+    case 26: rc = ev_var(ex, t, 0, NULL, 1, 0, NULL); break;
+    case 27: rc = ev_softmax(ex, t, 0, NULL); break;
+    case 28: rc = ev_matmul(ex, t, t, NULL); break;
+    case 29: rc = ev_where(ex, t, t, t, NULL); break; /* cond not bool: an error anyway */
+    case 30: rc = ev_cat(ex, list, 2, 0, NULL); break;
+    case 31: rc = ev_stack(ex, list, 2, 0, NULL); break;
+    case 32: rc = ev_index_select(ex, t, 0, i, NULL); break;
+    case 33: rc = ev_gather(ex, t, 0, i, NULL); break;
+    case 34: rc = ev_take(ex, t, i, NULL); break;
+    default: rc = ev_scatter_add(ex, t, 0, i, t, NULL); break;
+    }
+    expect_err(rc, "a call with out == NULL");
+    ev_tensor_unref(t);
+    ev_tensor_unref(i);
+}
+
+/* ---------------------------------------------------------------- views */
+
+static int in_dim_range(int d, int nd)
+{
+    return nd > 0 && d >= -nd && d < nd;
+}
+
+static void do_view(fz *f, reader *r)
+{
+    ev_tensor *t = pick(f, r);
+    if (!t) {
+        return;
+    }
+    int nd = ev_tensor_ndim(t);
+    const int64_t *sh = ev_tensor_shape(t);
+    ev_tensor *out = NULL;
+    int rc;
+    switch (u8(r) % 9) {
+    case 0: {
+        int d = s8(r) % (nd + 2);
+        int64_t start = s8(r) % 6, stop = (u8(r) & 1) ? INT64_MAX : s8(r) % 6;
+        int64_t step = (int64_t)(u8(r) % 4) - 1;
+        rc = ev_slice(t, d, start, stop, step, &out);
+        if (in_dim_range(d, nd) && step > 0) {
+            expect_ok(rc, "slice");
+        } else {
+            expect_err(rc, "slice");
+        }
+        break;
+    }
+    case 1: {
+        int d0 = s8(r) % (nd + 2), d1 = s8(r) % (nd + 2);
+        rc = ev_transpose(t, d0, d1, &out);
+        if (in_dim_range(d0, nd) && in_dim_range(d1, nd)) {
+            expect_ok(rc, "transpose");
+        } else {
+            expect_err(rc, "transpose");
+        }
+        break;
+    }
+    case 2: {
+        int dims[EV_MAX_DIMS];
+        for (int i = 0; i < nd; i++) {
+            dims[i] = i;
+        }
+        for (int i = nd - 1; i > 0; i--) {
+            int j = u8(r) % (i + 1), x = dims[i];
+            dims[i] = dims[j];
+            dims[j] = x;
+        }
+        int broken = nd > 1 && (u8(r) & 3) == 0;
+        if (broken) {
+            dims[0] = dims[1];
+        }
+        rc = ev_permute(t, dims, &out);
+        if (broken) {
+            expect_err(rc, "permute with a repeated dimension");
+        } else {
+            expect_ok(rc, "permute");
+        }
+        break;
+    }
+    case 3: {
+        int lead = u8(r) % 3, nn = nd + lead;
+        if (nn > EV_MAX_DIMS) {
+            return;
+        }
+        int64_t want[EV_MAX_DIMS];
+        int valid = 1;
+        for (int i = 0; i < nn; i++) {
+            int j = i - lead;
+            uint8_t c = u8(r);
+            if (j < 0) {
+                want[i] = c % 3;
+            } else if (sh[j] == 1) {
+                want[i] = (c & 1) ? -1 : c % 4;
+            } else {
+                want[i] = (c & 1) ? -1 : sh[j];
+                if ((c & 6) == 6) {
+                    want[i] = sh[j] + 1; /* not a size-1 dimension: cannot grow */
+                    valid = 0;
+                }
+            }
+        }
+        rc = ev_expand(t, nn, want, &out);
+        if (valid) {
+            expect_ok(rc, "expand");
+        } else {
+            expect_err(rc, "expand");
+        }
+        break;
+    }
+    case 4:
+    case 5: {
+        /* Flatten, flatten with -1, add a dimension of 1, or break the count. */
+        int64_t n = ev_tensor_numel(t), want[3];
+        int nn, valid = 1;
+        switch (u8(r) % 5) {
+        case 0:
+            want[0] = n;
+            nn = 1;
+            break;
+        case 1:
+            want[0] = -1;
+            nn = 1;
+            break;
+        case 2:
+            want[0] = 1;
+            want[1] = n;
+            want[2] = 1;
+            nn = 3;
+            break;
+        case 3:
+            want[0] = n + 1 + u8(r) % 3;
+            nn = 1;
+            valid = 0;
+            break;
+        default:
+            /* Raw sizes: probes the arithmetic on untrusted shapes. */
+            want[0] = i64(r);
+            want[1] = i64(r);
+            nn = 2;
+            valid = -1;
+            break;
+        }
+        int is_view = (u8(r) & 1);
+        rc = is_view ? ev_view(t, nn, want, &out) : ev_reshape(&f->ex, t, nn, want, &out);
+        if (valid == 1 && (!is_view || ev_tensor_is_contiguous(t))) {
+            expect_ok(rc, "view/reshape");
+        } else if (valid == 0) {
+            expect_err(rc, "view/reshape of a different count");
+        } else {
+            out = expect_any(rc, out, "view/reshape");
+        }
+        break;
+    }
+    case 6: {
+        int d = s8(r) % (nd + 2);
+        rc = ev_squeeze(t, d, &out);
+        if (in_dim_range(d, nd)) {
+            expect_ok(rc, "squeeze");
+        } else {
+            expect_err(rc, "squeeze");
+        }
+        break;
+    }
+    case 7: {
+        int d = s8(r) % (nd + 3);
+        rc = ev_unsqueeze(t, d, &out);
+        if (nd < EV_MAX_DIMS && d >= -nd - 1 && d <= nd) {
+            expect_ok(rc, "unsqueeze");
+        } else {
+            expect_err(rc, "unsqueeze");
+        }
+        break;
+    }
+    default:
+        rc = (u8(r) & 1) ? ev_contiguous(&f->ex, t, &out) : ev_squeeze_all(t, &out);
+        expect_ok(rc, "contiguous/squeeze_all");
+        break;
+    }
+    if (out) {
+        put(f, r, out);
+    }
+}
+
+/* ------------------------------------------------------------------ ops */
+
+static void do_binary(fz *f, reader *r)
+{
+    ev_tensor *a = pick(f, r), *b = pick(f, r);
+    int op = u8(r) % (EV_BINARY_OP_COUNT + 1); /* one past the end is invalid */
+    int inplace = (u8(r) & 3) == 0;
+    if (!a || !b) {
+        ev_tensor *out = NULL;
+        expect_err(ev_binary(&f->ex, op, a, b, &out), "binary with NULL");
+        return;
+    }
+    if (inplace) {
+        /* Validity depends on casting and aliasing rules: accept either. */
+        int rc = ev_binary_(&f->ex, op, a, b);
+        if (rc) {
+            expect_err(rc, "binary_");
+        }
+        return;
+    }
+    int bnd;
+    int64_t bshape[EV_MAX_DIMS];
+    ev_dtype rdt;
+    int valid = op < EV_BINARY_OP_COUNT &&
+                ev_broadcast_shapes(ev_tensor_ndim(a), ev_tensor_shape(a), ev_tensor_ndim(b),
+                                    ev_tensor_shape(b), &bnd, bshape) == 0 &&
+                ev_binary_result_dtype(op, ev_tensor_dtype(a), ev_tensor_dtype(b), &rdt) == 0;
+    ev_tensor *out = NULL;
+    int rc = ev_binary(&f->ex, op, a, b, &out);
+    if (!valid) {
+        expect_err(rc, "binary (invalid)");
+        FZ_CHECK(out == NULL, "binary failed but wrote *out");
+        return;
+    }
+    expect_ok(rc, ev_binary_op_name(op));
+    FZ_CHECK(ev_tensor_dtype(out) == rdt && ev_tensor_ndim(out) == bnd,
+             "%s: result dtype/ndim differ from the prediction", ev_binary_op_name(op));
+    for (int i = 0; i < bnd; i++) {
+        FZ_CHECK(ev_tensor_shape(out)[i] == bshape[i], "binary: result shape differs");
+    }
+    put(f, r, out);
+}
+
+static void do_unary(fz *f, reader *r)
+{
+    ev_tensor *x = pick(f, r);
+    int op = u8(r) % (EV_UNARY_OP_COUNT + 1);
+    uint8_t mode = u8(r);
+    if (!x) {
+        return;
+    }
+    ev_tensor *out = NULL;
+    if (mode % 4 == 0) {
+        int rc = ev_unary_(&f->ex, op, x);
+        if (rc) {
+            expect_err(rc, "unary_");
+        }
+        return;
+    }
+    if (mode % 4 == 1) {
+        ev_scalar lo = random_scalar(r), hi = random_scalar(r);
+        uint8_t which = u8(r) % 4;
+        int rc = ev_clamp(&f->ex, x, (which & 1) ? &lo : NULL, (which & 2) ? &hi : NULL, &out);
+        if (which == 0) {
+            expect_err(rc, "clamp without bounds");
+        }
+        out = expect_any(rc, out, "clamp");
+    } else if (mode % 4 == 2) {
+        ev_dtype dt = (ev_dtype)(u8(r) % (EV_DTYPE_COUNT + 1));
+        int rc = ev_cast(&f->ex, x, dt, &out);
+        if (dt < EV_DTYPE_COUNT) {
+            expect_ok(rc, "cast");
+        } else {
+            expect_err(rc, "cast to an invalid dtype");
+        }
+    } else {
+        ev_dtype rdt;
+        int valid = op < EV_UNARY_OP_COUNT &&
+                    ev_unary_result_dtype(op, ev_tensor_dtype(x), &rdt) == 0;
+        int rc = ev_unary(&f->ex, op, x, &out);
+        if (valid) {
+            expect_ok(rc, ev_unary_op_name(op));
+            FZ_CHECK(ev_tensor_dtype(out) == rdt, "unary: dtype differs from prediction");
+        } else {
+            expect_err(rc, "unary (invalid)");
+        }
+    }
+    if (out) {
+        put(f, r, out);
+    }
+}
+
+static void do_reduce(fz *f, reader *r)
+{
+    ev_tensor *x = pick(f, r);
+    if (!x) {
+        return;
+    }
+    int nd = ev_tensor_ndim(x);
+    int kind = u8(r) % 6, keepdim = u8(r) & 1;
+    int dims[EV_MAX_DIMS + 1];
+    int ndims = u8(r) % (nd + 2);
+    for (int i = 0; i < ndims; i++) {
+        dims[i] = s8(r) % (nd + 2);
+    }
+    int all = (u8(r) & 3) == 0;
+    ev_tensor *out = NULL;
+    int rc;
+    switch (kind) {
+    case 0:
+    case 1: {
+        int op = u8(r) % (EV_REDUCE_OP_COUNT + 1);
+        rc = ev_reduce(&f->ex, op, x, all ? 0 : ndims, all ? NULL : dims, keepdim, &out);
+        if (all && op == EV_REDUCE_SUM) {
+            expect_ok(rc, "sum over everything");
+        }
+        break;
+    }
+    case 2: {
+        int d = dims[0];
+        rc = (u8(r) & 1) ? ev_argmax(&f->ex, x, all || ndims == 0 ? NULL : &d, keepdim, &out)
+                         : ev_argmin(&f->ex, x, all || ndims == 0 ? NULL : &d, keepdim, &out);
+        break;
+    }
+    case 3: {
+        double corr = u8(r) % 3;
+        rc = (u8(r) & 1) ? ev_var(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, corr, keepdim,
+                                  &out)
+                         : ev_std(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, corr, keepdim,
+                                  &out);
+        if (!ev_dtype_is_float(ev_tensor_dtype(x))) {
+            expect_err(rc, "var/std of a non-float");
+        }
+        break;
+    }
+    default: {
+        int d = s8(r) % (nd + 2);
+        rc = (u8(r) & 1) ? ev_softmax(&f->ex, x, d, &out) : ev_log_softmax(&f->ex, x, d, &out);
+        break;
+    }
+    }
+    out = expect_any(rc, out, "reduction");
+    if (out) {
+        put(f, r, out);
+    }
+}
+
+/* matmul's validity from the shapes and dtypes alone (ops.h). */
+static int matmul_valid(ev_tensor *a, ev_tensor *b)
+{
+    int na = ev_tensor_ndim(a), nb = ev_tensor_ndim(b);
+    const int64_t *sa = ev_tensor_shape(a), *sb = ev_tensor_shape(b);
+    if (na == 0 || nb == 0 ||
+        ev_promote_types(ev_tensor_dtype(a), ev_tensor_dtype(b)) == EV_BOOL) {
+        return 0;
+    }
+    int64_t k_a = sa[na - 1], k_b = nb == 1 ? sb[0] : sb[nb - 2];
+    if (k_a != k_b) {
+        return 0;
+    }
+    int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0, bnd;
+    int64_t bshape[EV_MAX_DIMS];
+    return ev_broadcast_shapes(ba, sa, bb, sb, &bnd, bshape) == 0;
+}
+
+static void do_matmul(fz *f, reader *r)
+{
+    ev_tensor *a = pick(f, r), *b = pick(f, r);
+    ev_tensor *out = NULL;
+    if (!a || !b) {
+        expect_err(ev_matmul(&f->ex, a, b, &out), "matmul with NULL");
+        return;
+    }
+    int rc = ev_matmul(&f->ex, a, b, &out);
+    if (matmul_valid(a, b)) {
+        expect_ok(rc, "matmul");
+        put(f, r, out);
+    } else {
+        expect_err(rc, "matmul (invalid)");
+        FZ_CHECK(out == NULL, "matmul failed but wrote *out");
+    }
+}
+
+/* An index tensor with values in [-2, 2 * FZ_MAX_DIM): some out of range. */
+static ev_tensor *index_tensor(fz *f, reader *r, int nd, const int64_t *shape)
+{
+    ev_dtype dt = (u8(r) & 1) ? EV_INT64 : EV_INT32;
+    int64_t n = shape_numel(nd, shape);
+    int64_t vals[256];
+    if (n > 256) {
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t c = u8(r);
+        vals[i] = (c & 7) == 7 ? (int64_t)(c % (2 * FZ_MAX_DIM + 2)) - 2 : c % (FZ_MAX_DIM + 1);
+    }
+    ev_tensor *t64 = NULL, *t = NULL;
+    expect_ok(ev_from_host(&f->ex, EV_INT64, nd, shape, vals, &t64), "index from_host");
+    if (dt == EV_INT64) {
+        return t64;
+    }
+    expect_ok(ev_cast(&f->ex, t64, dt, &t), "index cast");
+    ev_tensor_unref(t64);
+    return t;
+}
+
+static void do_index(fz *f, reader *r)
+{
+    ev_tensor *x = pick(f, r);
+    if (!x) {
+        return;
+    }
+    int nd = ev_tensor_ndim(x);
+    const int64_t *sh = ev_tensor_shape(x);
+    uint8_t kind = u8(r) % 6;
+    int d = nd ? s8(r) % nd : 0;
+    ev_tensor *idx = NULL, *out = NULL;
+    int rc;
+    if (kind <= 1) {
+        int64_t len = u8(r) % 5;
+        int ind = u8(r) & 1;
+        idx = index_tensor(f, r, ind, &len);
+        rc = kind == 0 ? ev_index_select(&f->ex, x, d, idx, &out) : ev_take(&f->ex, x, idx, &out);
+        if (kind == 0 ? nd > 0 : (ev_tensor_numel(x) > 0 || ev_tensor_numel(idx) == 0)) {
+            /* take from an empty tensor with indices is an index error at the wait */
+            expect_ok(rc, kind == 0 ? "index_select" : "take");
+        }
+    } else if (kind <= 4 && nd > 0) {
+        /* gather / scatter_add: index no larger than x outside dim */
+        int64_t ishape[EV_MAX_DIMS];
+        for (int i = 0; i < nd; i++) {
+            ishape[i] = sh[i] ? u8(r) % (sh[i] + 1) : 0;
+            if (i == (d < 0 ? d + nd : d)) {
+                ishape[i] = u8(r) % (FZ_MAX_DIM + 1);
+            }
+        }
+        idx = index_tensor(f, r, nd, ishape);
+        if (!idx) {
+            return;
+        }
+        if (kind == 2) {
+            rc = ev_gather(&f->ex, x, d, idx, &out);
+            expect_ok(rc, "gather");
+        } else {
+            /* src with index's shape and x's dtype */
+            ev_tensor *src = NULL;
+            expect_ok(ev_ones(&f->ex, ev_tensor_dtype(x), nd, ishape, &src), "scatter src");
+            if (kind == 3) {
+                rc = ev_scatter_add(&f->ex, x, d, idx, src, &out);
+                expect_ok(rc, "scatter_add");
+            } else {
+                rc = ev_scatter_add_(&f->ex, x, d, idx, src);
+                if (rc) {
+                    expect_err(rc, "scatter_add_"); /* x may be expanded */
+                }
+            }
+            ev_tensor_unref(src);
+        }
+    } else {
+        /* where / cat / stack over random slots: accept either */
+        ev_tensor *list[4];
+        int n = 1 + u8(r) % 4, have = 1;
+        for (int i = 0; i < n; i++) {
+            list[i] = pick(f, r);
+            have = have && list[i];
+        }
+        int dim = s8(r) % (nd + 2);
+        if (!have) {
+            expect_err(ev_cat(&f->ex, list, n, dim, &out), "cat with NULL");
+            return;
+        }
+        if (kind == 5) {
+            rc = ev_where(&f->ex, list[0], x, list[n - 1], &out);
+        } else {
+            rc = (u8(r) & 1) ? ev_cat(&f->ex, list, n, dim, &out)
+                             : ev_stack(&f->ex, list, n, dim, &out);
+        }
+        out = expect_any(rc, out, "where/cat/stack");
+    }
+    if (idx && rc) {
+        expect_err(rc, "index op");
+    }
+    ev_tensor_unref(idx);
+    if (out) {
+        put(f, r, out);
+    }
+}
+
+/* ---------------------------------------------------------------- waits */
+
+static void do_wait(fz *f, reader *r)
+{
+    switch (u8(r) % 5) {
+    case 0:
+    case 1: {
+        ev_tensor *t = pick(f, r);
+        if (!t) {
+            return;
+        }
+        size_t bytes = (size_t)ev_tensor_numel(t) * ev_dtype_size(ev_tensor_dtype(t));
+        void *buf = malloc(bytes ? bytes : 1);
+        check_wait_rc(f, ev_to_host(&f->ex, t, buf), "to_host");
+        free(buf);
+        break;
+    }
+    case 2: {
+        ev_tensor *t = pick(f, r);
+        if (!t) {
+            return;
+        }
+        ev_error *err = NULL;
+        int rc = ev_wait_obj(f->vm, ev_tensor_obj(t), &err);
+        check_wait_rc(f, rc, "wait_obj");
+        check_error_obj(err, rc, "wait_obj");
+        break;
+    }
+    case 3: {
+        ev_error *err = NULL;
+        int rc = ev_synchronize(f->vm, &err);
+        check_wait_rc(f, rc, "synchronize");
+        check_error_obj(err, rc, "synchronize");
+        break;
+    }
+    default:
+        expect_ok(ev_wait_all(f->vm, UINT32_MAX), "wait_all");
+        break;
+    }
+}
+
+/* ------------------------------------------------- thread uids, submits */
+
+static void do_thread(fz *f, reader *r)
+{
+    uint8_t c = u8(r);
+    switch (c % 4) {
+    case 0: {
+        int n = 0;
+        for (int i = 1; i <= FZ_LIMIT; i++) {
+            n += f->taken[i];
+        }
+        uint32_t uid = 0;
+        int rc = ev_vm_thread_acquire(f->vm, &uid);
+        if (n == FZ_LIMIT) {
+            FZ_CHECK(rc == EV_ELIMIT, "acquire past the limit returned %d", rc);
+            FZ_CHECK(strstr(ev_last_message(), "EAGERVM_WORKER_THREAD_LIMIT"),
+                     "ELIMIT message does not name the variable");
+        } else {
+            expect_ok(rc, "thread_acquire");
+            FZ_CHECK(uid >= 1 && uid <= FZ_LIMIT && !f->taken[uid], "acquire gave uid %u", uid);
+            f->taken[uid] = 1;
+        }
+        break;
+    }
+    case 1: {
+        /* Release a random uid: taken ones succeed, others (uid 0, a double
+         * release, past the limit) are EV_EINVAL. */
+        uint32_t uid = u8(r) % (FZ_LIMIT + 3);
+        int rc = ev_vm_thread_release(f->vm, uid);
+        if (uid >= 1 && uid <= FZ_LIMIT && f->taken[uid]) {
+            expect_ok(rc, "thread_release");
+            f->taken[uid] = 0;
+        } else {
+            FZ_CHECK(rc == EV_EINVAL, "bad thread_release(%u) returned %d", uid, rc);
+            expect_err(rc, "bad thread_release");
+        }
+        break;
+    }
+    default:
+        /* Issue the following ops on another uid (any uid <= the limit is
+         * valid, acquired or not). */
+        f->ex.thread_uid = u8(r) % (FZ_LIMIT + 1);
+        break;
+    }
+}
+
+typedef struct kargs {
+    uint8_t fail;
+    uint8_t pad[7];
+} kargs;
+
+static int fz_kernel(void *arg, ev_kctx *kc)
+{
+    const kargs *a = arg;
+    if (a->fail) {
+        return ev_kctx_fail(kc, (a->fail & 1) ? EV_EKERNEL : EV_EVALUE, "fuzz kernel failed %u",
+                            a->fail);
+    }
+    return 0;
+}
+
+static void fz_drop(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add_explicit(&drops_seen, 1, memory_order_relaxed);
+}
+
+static void fz_free(void *data)
+{
+    (void)data;
+    atomic_fetch_add_explicit(&frees_seen, 1, memory_order_relaxed);
+}
+
+static void do_submit(fz *f, reader *r)
+{
+    uint8_t c = u8(r);
+    ev_stream s = ev_cpu_stream(u8(r) % (FZ_LIMIT + 2)); /* FZ_LIMIT + 1 is invalid */
+    int valid = s.thread_uid <= FZ_LIMIT;
+    if ((c & 0x30) == 0x30) {
+        s.type = EV_STREAM_TYPE_COUNT + (c & 1);
+        valid = 0;
+    } else if ((c & 0x30) == 0x20) {
+        s.type = u8(r) % EV_STREAM_TYPE_COUNT;
+    }
+    if (c & 0x40) {
+        s.device_type = EV_DEVICE_CUDA; /* not built */
+        valid = 0;
+    }
+    kargs a = {.fail = (u8(r) % 4 == 0) ? (uint8_t)(1 + u8(r) % 2) : 0};
+    ev_ticket tk;
+    int rc;
+    if (c & 0x80) {
+        rc = ev_submit_barrier(f->vm, s, (c & 1) ? fz_kernel : NULL, &a, sizeof a, "fuzz barrier",
+                               &tk);
+    } else {
+        ev_operand ops[3];
+        size_t n = 0;
+        for (int i = 0; i < 3; i++) {
+            ev_tensor *t = pick(f, r);
+            uint8_t acc = u8(r) % 4;
+            if (t && acc) {
+                ops[n++] = (ev_operand){ev_tensor_obj(t), acc};
+            }
+        }
+        ev_instr_desc d = {.kernel = fz_kernel,
+                           .arg = &a,
+                           .arg_size = sizeof a,
+                           .arg_drop = fz_drop,
+                           .stream = s,
+                           .operands = ops,
+                           .n_operands = n,
+                           .name = "fuzz kernel",
+                           .site = &fz_site};
+        rc = ev_submit(f->vm, &d, &tk);
+        if (rc == 0) {
+            atomic_fetch_add_explicit(&drops_expected, 1, memory_order_relaxed);
+        }
+    }
+    if (!valid) {
+        expect_err(rc, "submit on a bad stream");
+        return;
+    }
+    if (f->injected && rc == EV_ENOMEM) {
+        return;
+    }
+    expect_ok(rc, "submit");
+    if (u8(r) & 1) {
+        ev_error *err = NULL;
+        rc = ev_wait_ticket(f->vm, tk, &err);
+        check_wait_rc(f, rc, "wait_ticket");
+        check_error_obj(err, rc, "wait_ticket");
+    }
+}
+
+static void do_obj(fz *f, reader *r)
+{
+    ev_obj *o = NULL;
+    int rc = ev_obj_create(f->vm, &o);
+    if (f->injected && rc == EV_ENOMEM) {
+        return;
+    }
+    expect_ok(rc, "obj_create");
+    /* A writer on o, then the release: the callback runs after it. */
+    if (u8(r) & 1) {
+        ev_operand op = {o, EV_WRITE};
+        kargs a = {0};
+        ev_instr_desc d = {.kernel = fz_kernel, .arg = &a, .arg_size = sizeof a,
+                           .arg_drop = fz_drop, .stream = f->ex.thread_uid <= FZ_LIMIT
+                           ? ev_cpu_stream(f->ex.thread_uid) : ev_cpu_stream(0),
+                           .operands = &op, .n_operands = 1, .name = "fuzz writer"};
+        if (ev_submit(f->vm, &d, NULL) == 0) {
+            atomic_fetch_add_explicit(&drops_expected, 1, memory_order_relaxed);
+        }
+    }
+    rc = ev_obj_release(f->vm, o, fz_free, NULL);
+    expect_ok(rc, "obj_release");
+    atomic_fetch_add_explicit(&frees_expected, 1, memory_order_relaxed);
+    /* Releasing NULL is promised to be harmless. */
+    expect_ok(ev_obj_release(f->vm, NULL, NULL, NULL), "obj_release(NULL)");
+}
+
+/* Runs one random call with the Nth allocation failing, then resets. */
+static void do_inject(fz *f, reader *r);
+
+static void step(fz *f, reader *r, int depth)
+{
+    uint8_t op = u8(r);
+    switch (op % 16) {
+    case 0:
+    case 1:
+    case 2: {
+        ev_tensor *t = create_valid(f, r);
+        if (t) {
+            put(f, r, t);
+        }
+        break;
+    }
+    case 3:
+        if (op & 0x10) {
+            null_out(f, r);
+        } else {
+            create_invalid(f, r);
+        }
+        break;
+    case 4:
+    case 5:
+        do_view(f, r);
+        break;
+    case 6:
+        do_binary(f, r);
+        break;
+    case 7:
+        do_unary(f, r);
+        break;
+    case 8:
+        do_reduce(f, r);
+        break;
+    case 9:
+        do_matmul(f, r);
+        break;
+    case 10:
+        do_index(f, r);
+        break;
+    case 11: {
+        int i = u8(r) % FZ_SLOTS;
+        ev_tensor_unref(f->slot[i]);
+        f->slot[i] = NULL;
+        ev_tensor_unref(NULL); /* promised to be a no-op */
+        break;
+    }
+    case 12:
+        do_wait(f, r);
+        break;
+    case 13:
+        do_thread(f, r);
+        break;
+    case 14:
+        if (op & 0x10) {
+            do_obj(f, r);
+        } else {
+            do_submit(f, r);
+        }
+        break;
+    default:
+        if (depth == 0 && (op & 0x30) == 0x30) {
+            do_inject(f, r);
+        } else {
+            ev_generator_manual_seed(f->gen, u8(r));
+        }
+        break;
+    }
+}
+
+/* The injected failure may hit any allocation of the call (or of a worker
+ * meanwhile): the call must then fail cleanly or succeed, and later waits may
+ * report EV_ENOMEM from a kernel that could not allocate. Checks made for
+ * valid calls are relaxed by running the call through a reader copy and
+ * accepting any clean outcome. */
+static void do_inject(fz *f, reader *r)
+{
+    long n = u8(r) % 8;
+    f->injected = 1;
+    ev_tensor *t = NULL;
+    int64_t shape[2] = {1 + u8(r) % 4, 1 + u8(r) % 4};
+    ev_tensor *a = pick(f, r);
+    int kind = u8(r) % 4;
+    ev__fail_alloc_after(n);
+    int rc;
+    switch (kind) {
+    case 0:
+        rc = ev_ones(&f->ex, EV_FLOAT32, 2, shape, &t);
+        break;
+    case 1:
+        rc = a ? ev_add(&f->ex, a, a, &t) : ev_zeros(&f->ex, EV_INT64, 2, shape, &t);
+        break;
+    case 2:
+        rc = a ? ev_sum(&f->ex, a, 0, NULL, 0, &t) : ev_eye(&f->ex, 3, -1, EV_INT32, &t);
+        break;
+    default:
+        rc = a ? ev_contiguous(&f->ex, a, &t) : ev_arange(&f->ex, ev_scalar_int(0),
+                                                          ev_scalar_int(5), ev_scalar_int(1),
+                                                          EV_INT64, &t);
+        break;
+    }
+    ev__fail_alloc_after(-1);
+    if (rc) {
+        FZ_CHECK(is_ev_code(rc), "injected failure gave %d", rc);
+    }
+    t = expect_any(rc, t, "call under allocation failure");
+    if (t) {
+        put(f, r, t);
+    }
+}
+
+/* ------------------------------------------------------------ the entry */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    reader r = {data, size, 0};
+    fz f;
+    memset(&f, 0, sizeof f);
+    ev_vm_config cfg = {.worker_thread_limit = FZ_LIMIT, .max_pending = 64};
+    if (ev_vm_create(&cfg, &f.vm) != 0) {
+        fz_fail("vm_create failed");
+    }
+    f.ex = (ev_exec){f.vm, 0, &fz_site};
+    expect_ok(ev_generator_create(u8(&r), &f.gen), "generator_create");
+    atomic_store(&drops_expected, 0);
+    atomic_store(&drops_seen, 0);
+    atomic_store(&frees_expected, 0);
+    atomic_store(&frees_seen, 0);
+
+    for (int n = 0; n < FZ_MAX_STEPS && r.i < r.n; n++) {
+        step(&f, &r, 0);
+    }
+
+    for (int i = 0; i < FZ_SLOTS; i++) {
+        ev_tensor_unref(f.slot[i]);
+    }
+    ev_error *err = NULL;
+    int rc = ev_synchronize(f.vm, &err);
+    check_wait_rc(&f, rc, "final synchronize");
+    check_error_obj(err, rc, "final synchronize");
+    if (u8(&r) & 1) {
+        for (uint32_t u = 1; u <= FZ_LIMIT; u++) {
+            if (f.taken[u]) {
+                expect_ok(ev_vm_thread_release(f.vm, u), "final thread_release");
+            }
+        }
+    }
+    ev_vm_destroy(f.vm);
+    ev_generator_destroy(f.gen);
+    FZ_CHECK(atomic_load(&drops_seen) == atomic_load(&drops_expected),
+             "arg_drop ran %ld times for %ld submitted instructions", atomic_load(&drops_seen),
+             atomic_load(&drops_expected));
+    FZ_CHECK(atomic_load(&frees_seen) == atomic_load(&frees_expected),
+             "free callbacks ran %ld times for %ld released objects", atomic_load(&frees_seen),
+             atomic_load(&frees_expected));
+    return 0;
+}

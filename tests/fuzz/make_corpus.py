@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""Writes the seed corpus of tests/fuzz/fuzz_api.c into tests/fuzz/corpus/.
+
+Deterministic (fixed seeds), so running it again rewrites the same files.
+Each seed starts by creating a few tensors in well-formed steps (so the
+fuzzer begins from programs that have data to work on), then a run of steps
+whose opcodes walk the whole table (creation, views, ops, index ops, waits,
+thread uids, submits, fault injection) with small argument bytes, which the
+harness decodes into mostly valid calls. Usage: make_corpus.py [OUTDIR]
+"""
+import os
+import random
+import sys
+
+N_SEEDS = 40
+N_OPCODES = 16  # step() in fuzz_api.c switches on op % 16
+
+
+def create(rng, slot):
+    """One create step: opcode 0, dtype, ndim, sizes, kind 0/1 (zeros/ones), slot."""
+    nd = rng.randrange(0, 4)
+    return bytes([0, rng.randrange(5), nd] + [rng.randrange(1, 5) for _ in range(nd)]
+                 + [rng.randrange(2), slot])
+
+
+def seed(i):
+    rng = random.Random(1000 + i)
+    out = bytearray([i & 0xFF])  # generator seed
+    for slot in range(rng.randrange(2, 6)):
+        out += create(rng, slot)
+    focus = i % N_OPCODES
+    for _ in range(rng.randrange(8, 40)):
+        op = focus if rng.random() < 0.5 else rng.randrange(N_OPCODES)
+        if op == 15 and i % 4 == 0:
+            op |= 0x30  # fault injection (depth 0)
+        elif op == 14 and rng.random() < 0.5:
+            op |= 0x10  # object create/release instead of submit
+        out.append(op)
+        out += bytes(rng.randrange(0, 8) for _ in range(rng.randrange(4, 12)))
+    # Waits at the end so that kernel failures surface at a sync point.
+    out += bytes([12, 3, 12, 0, 0])
+    return bytes(out)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
+    os.makedirs(outdir, exist_ok=True)
+    for i in range(N_SEEDS):
+        with open(os.path.join(outdir, "seed-%02d" % i), "wb") as f:
+            f.write(seed(i))
+    print("wrote %d seeds to %s" % (N_SEEDS, outdir))
+
+
+if __name__ == "__main__":
+    main()
