@@ -2,7 +2,8 @@
 # Sets up, builds and runs every test: the C suite in the normal build
 # (warnings are errors), under AddressSanitizer + UndefinedBehaviorSanitizer,
 # and its concurrency tests under ThreadSanitizer (smaller stress sizes); a
-# minute of coverage-guided fuzzing of the C API; then the Python suite against an ASan/UBSan build of the module and, last,
+# minute of coverage-guided fuzzing of the C API; then the Python suite
+# against an ASan/UBSan build of the module and, last,
 # against the normal build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
