@@ -75,6 +75,19 @@ int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf
 /* Monotonic clock in nanoseconds. */
 int64_t ev__now_ns(void);
 
+/* The profiler's clock: raw ticks, cheap to read (the time-stamp counter on
+ * x86-64, which Linux itself uses as its clock source where it is invariant;
+ * nanoseconds elsewhere). Profile records are stamped in ticks and converted
+ * to CLOCK_MONOTONIC nanoseconds when they are taken (profile.c). */
+static inline int64_t ev__prof_ticks(void)
+{
+#if defined(__x86_64__)
+    return (int64_t)__builtin_ia32_rdtsc();
+#else
+    return ev__now_ns();
+#endif
+}
+
 /* -------------------------------------------------------------- parking */
 
 /* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
@@ -224,6 +237,9 @@ struct ev_vm {
     uint32_t max_pending;
     uint32_t stall_timeout_ms;
     _Atomic bool profiling;
+    /* Tick and nanosecond readings taken together when profiling was first
+     * switched on; with a second pair at take time they convert ticks. */
+    int64_t prof_base_ticks, prof_base_ns;
 
     ev_instr *free_instrs;        /* guarded by submit_lock */
     uint32_t drain_next;          /* worker whose returns to take next; submit_lock */

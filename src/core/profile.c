@@ -15,8 +15,39 @@ struct ev_prof_chunk {
 
 void ev_vm_profile_enable(ev_vm *vm, int on)
 {
-    if (vm) {
-        atomic_store_explicit(&vm->profiling, on != 0, memory_order_relaxed);
+    if (!vm) {
+        return;
+    }
+    pthread_mutex_lock(&vm->submit_lock);
+    if (on && vm->prof_base_ns == 0) {
+        vm->prof_base_ns = ev__now_ns();
+        vm->prof_base_ticks = ev__prof_ticks();
+    }
+    atomic_store_explicit(&vm->profiling, on != 0, memory_order_relaxed);
+    pthread_mutex_unlock(&vm->submit_lock);
+}
+
+/* Converts the records' tick stamps to nanoseconds, scaling by the ticks
+ * and nanoseconds that passed since profiling was first switched on (the
+ * longer the span, the finer the scale). */
+static void ticks_to_ns(ev_vm *vm, ev_prof_record *r, size_t n)
+{
+    pthread_mutex_lock(&vm->submit_lock);
+    int64_t base_ns = vm->prof_base_ns, base_ticks = vm->prof_base_ticks;
+    pthread_mutex_unlock(&vm->submit_lock);
+    int64_t now_ns = ev__now_ns(), now_ticks = ev__prof_ticks();
+    double scale = 1.0;
+    if (now_ticks > base_ticks && now_ns > base_ns) {
+        scale = (double)(now_ns - base_ns) / (double)(now_ticks - base_ticks);
+    }
+#if !defined(__x86_64__)
+    scale = 1.0; /* ticks are nanoseconds already */
+    base_ticks = base_ns;
+#endif
+    for (size_t i = 0; i < n; i++) {
+        r[i].issue_ns = base_ns + (int64_t)((double)(r[i].issue_ns - base_ticks) * scale);
+        r[i].start_ns = base_ns + (int64_t)((double)(r[i].start_ns - base_ticks) * scale);
+        r[i].end_ns = base_ns + (int64_t)((double)(r[i].end_ns - base_ticks) * scale);
     }
 }
 
@@ -102,6 +133,7 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
         pthread_mutex_unlock(&w->prof_lock);
     }
     if (n) {
+        ticks_to_ns(vm, out, n);
         qsort(out, n, sizeof *out, by_issue);
     }
     *records_out = out;

@@ -382,7 +382,7 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
     ins->seq = seq;
     if (atomic_load_explicit(&vm->profiling, memory_order_relaxed)) {
         ins->flags |= EV_INSTR_PROFILE;
-        ins->issue_ns = ev__now_ns();
+        ins->issue_ns = ev__prof_ticks();
     }
     atomic_store_explicit(&w->issued, seq, memory_order_relaxed);
     vm->n_submitted++;

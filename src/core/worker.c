@@ -284,7 +284,7 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
     atomic_store_explicit(&w->running_seq, ins->seq, memory_order_relaxed);
     wait_deps(vm, w, ins);
 
-    int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__now_ns() : 0;
+    int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0;
     int status = 0;
     /* Checking inputs means reading each object's line, which the submitter
      * writes; skip it while no object of this runtime is poisoned. A poison
@@ -333,7 +333,7 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
         ev__obj_free(vm, ins->operands[0].obj);
     }
     if (ins->flags & EV_INSTR_PROFILE) {
-        ev__profile_record(w, ins, start, ev__now_ns(), status);
+        ev__profile_record(w, ins, start, ev__prof_ticks(), status);
     }
     release_storage(ins);
 }
