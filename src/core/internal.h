@@ -254,9 +254,11 @@ struct ev_vm {
     pthread_mutex_t err_lock;
     ev_error *unreported_head, *unreported_tail;
 
-    _Alignas(EV_CACHELINE) _Atomic uint64_t pending;
-    _Atomic uint64_t n_poisoned;  /* live poisoned objects; 0 skips input checks */
-    _Atomic(ev__deferred *) deferred; /* Treiber stack of calls for a submitter */
+    /* Read by every worker for every instruction, written rarely. */
+    _Alignas(EV_CACHELINE) _Atomic uint64_t n_poisoned; /* 0 skips input checks */
+    /* Treiber stack of calls for a submitter; its own line, as workers push
+     * to it while the submitter takes it. */
+    _Alignas(EV_CACHELINE) _Atomic(ev__deferred *) deferred;
 
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;
