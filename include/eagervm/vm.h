@@ -314,6 +314,7 @@ typedef struct ev_vm_stats {
     uint64_t pending;          /* submitted - completed, right now */
     uint64_t backpressure_waits;
     uint32_t workers_started;
+    uint64_t worker_wakes;     /* submissions that had to wake a parked worker */
 } ev_vm_stats;
 
 /* Fills *out (zeros for a NULL vm; does nothing for a NULL out). */

@@ -268,6 +268,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
     out->submitted = vm->n_submitted;
     out->cross_edges = vm->n_cross_edges;
     out->stream_edges = vm->n_stream_edges;
+    out->worker_wakes = vm->n_wakes;
     pthread_mutex_unlock(&vm->submit_lock);
     out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
     out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);

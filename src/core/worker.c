@@ -114,6 +114,7 @@ void ev__worker_push(ev_worker *w, ev_instr *ins)
     /* Wake only a parked worker: an exchange costs far less than a futex call. */
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) &&
         atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst)) {
+        w->vm->n_wakes++; /* under submit_lock, like every push */
         ev__wake_one(&w->sleeping);
     }
 }

@@ -114,11 +114,16 @@ static int ncores(void)
     return n;
 }
 
-static void blas_enter(void)
+/* Below this many multiply-adds a gemm runs on one thread: splitting it
+ * costs more than it gains, and its worker's peers are the parallelism
+ * (two Threads each running a loop of small matmuls). */
+#define BLAS_SPLIT_MIN ((int64_t)1 << 22)
+
+static void blas_enter(int64_t macs)
 {
     /* Relaxed: the count is advisory; no memory is published through it. */
     int others = atomic_fetch_add_explicit(&blas_busy, 1, memory_order_relaxed);
-    int want = ncores() - others;
+    int want = macs < BLAS_SPLIT_MIN ? 1 : ncores() - others;
     want = want < 1 ? 1 : want;
 #ifdef EV_BLAS_ONE_THREAD
     want = 1;
@@ -184,7 +189,7 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
          * otherwise. */
         enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
-        blas_enter();
+        blas_enter(n * k * m);
         if (dt == EV_FLOAT32) {
             cblas_sgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0f,
                         (const float *)A, (blasint)lda, (const float *)B, (blasint)ldb, 0.0f,
