@@ -162,4 +162,11 @@ static inline int evpy_maybe_sync(ev_tensor *t)
     return evpy_sync_mode ? evpy_wait_tensor(t) : 0;
 }
 
+/* Matches positional and keyword arguments to `names` (NULL-terminated);
+ * out[i] is a borrowed reference or NULL when absent. The first `npos`
+ * names may be given by position, the first `nreq` are required. Raises
+ * TypeError and returns -1 on a mismatch. (ops.c) */
+int evpy_parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *const *names, int npos, int nreq, PyObject **out);
+
 #endif

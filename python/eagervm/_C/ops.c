@@ -14,8 +14,8 @@
 /* Matches positional and keyword arguments to `names` (NULL-terminated);
  * out[i] is a borrowed reference or NULL when absent. The first `npos`
  * names may be given by position, the first `nreq` are required. */
-static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                      const char *const *names, int npos, int nreq, PyObject **out)
+int evpy_parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                    const char *const *names, int npos, int nreq, PyObject **out)
 {
     int n = 0;
     while (names[n]) {
@@ -327,7 +327,7 @@ static PyObject *binary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssi
 {
     static const char *const names[] = {"input", "other", NULL};
     PyObject *a[2];
-    if (parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
+    if (evpy_parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
         return NULL;
     }
     return evpy_binary(st, op, a[0], a[1]);
@@ -338,7 +338,7 @@ static PyObject *binary_inplace_fn(evpy_state *st, int op, PyObject *const *args
 {
     static const char *const names[] = {"input", "other", NULL};
     PyObject *a[2];
-    if (parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0 ||
+    if (evpy_parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0 ||
         !need_tensor(binary_name(op), a[0])) {
         return NULL;
     }
@@ -353,7 +353,7 @@ static PyObject *unary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssiz
     static const char *const names[] = {"input", NULL};
     PyObject *a[1];
     const char *fn = ev_unary_op_name(op);
-    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0) {
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0) {
         return NULL;
     }
     ev_tensor *x;
@@ -382,7 +382,7 @@ static PyObject *unary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
     const char *fn = ev_unary_op_name(op);
     ev_tensor *x;
     ev_exec ex;
-    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
@@ -403,7 +403,7 @@ static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py
     static const char *const names[] = {"input", "min", "max", NULL};
     PyObject *a[3];
     ev_tensor *x;
-    if (parse_args("clamp", args, nargs, kwnames, names, 3, 1, a) != 0 ||
+    if (evpy_parse_args("clamp", args, nargs, kwnames, names, 3, 1, a) != 0 ||
         !(x = need_tensor("clamp", a[0]))) {
         return NULL;
     }
@@ -437,7 +437,7 @@ static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     PyObject *a[2];
     ev_tensor *x;
     int dtype;
-    if (parse_args("to", args, nargs, kwnames, names, 2, 2, a) != 0 ||
+    if (evpy_parse_args("to", args, nargs, kwnames, names, 2, 2, a) != 0 ||
         !(x = need_tensor("to", a[0])) || evpy_parse_dtype(st, a[1], &dtype) != 0) {
         return NULL;
     }
@@ -465,7 +465,7 @@ static PyObject *reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssi
     const char *fn = ev_reduce_op_name(op);
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
-    if (parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
         (keep = parse_bool(a[2], 0)) < 0) {
         return NULL;
@@ -489,7 +489,7 @@ static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     ev_tensor *x;
     int keep;
     long d = 0;
-    if (parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || (keep = parse_bool(a[2], 0)) < 0) {
         return NULL;
     }
@@ -518,7 +518,7 @@ static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     const char *fn = code ? "std" : "var";
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
-    if (parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
         (keep = parse_bool(a[3], 0)) < 0) {
         return NULL;
@@ -555,7 +555,7 @@ static PyObject *softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_
     const char *fn = code ? "log_softmax" : "softmax";
     ev_tensor *x;
     long d;
-    if (parse_args(fn, args, nargs, kwnames, names, 2, 2, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 2, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || parse_int(fn, "dim", a[1], &d) != 0) {
         return NULL;
     }
@@ -598,7 +598,7 @@ static PyObject *matmul_fn(evpy_state *st, int code, PyObject *const *args, Py_s
 {
     static const char *const names[] = {"input", "other", NULL};
     PyObject *a[2];
-    if (parse_args("matmul", args, nargs, kwnames, names, 2, 2, a) != 0) {
+    if (evpy_parse_args("matmul", args, nargs, kwnames, names, 2, 2, a) != 0) {
         return NULL;
     }
     return matmul_objs(st, a[0], a[1]);
@@ -664,7 +664,7 @@ static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_
     PyObject *a[1];
     ev_tensor *x;
     ev_exec ex;
-    if (parse_args("flatten", args, nargs, kwnames, names, 1, 1, a) != 0 ||
+    if (evpy_parse_args("flatten", args, nargs, kwnames, names, 1, 1, a) != 0 ||
         !(x = need_tensor("flatten", a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
@@ -681,7 +681,7 @@ static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, P
     PyObject *a[3];
     ev_tensor *x;
     long d0, d1;
-    if (parse_args("transpose", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+    if (evpy_parse_args("transpose", args, nargs, kwnames, names, 3, 3, a) != 0 ||
         !(x = need_tensor("transpose", a[0])) || parse_int("transpose", "dim0", a[1], &d0) ||
         parse_int("transpose", "dim1", a[2], &d1)) {
         return NULL;
@@ -699,7 +699,7 @@ static PyObject *squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_
     PyObject *a[2];
     const char *fn = code ? "unsqueeze" : "squeeze";
     ev_tensor *x;
-    if (parse_args(fn, args, nargs, kwnames, names, 2, 1 + code, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1 + code, a) != 0 ||
         !(x = need_tensor(fn, a[0]))) {
         return NULL;
     }
@@ -723,7 +723,7 @@ static PyObject *contiguous_fn(evpy_state *st, int code, PyObject *const *args,
     const char *fn = code ? "clone" : "contiguous";
     ev_tensor *x;
     ev_exec ex;
-    if (parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
@@ -742,7 +742,7 @@ static PyObject *write_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
     const char *fn = code ? "fill_" : "copy_";
     ev_tensor *x;
     ev_exec ex;
-    if (parse_args(fn, args, nargs, kwnames, code ? fnames : names, 2, 2, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, code ? fnames : names, 2, 2, a) != 0 ||
         !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
@@ -779,7 +779,7 @@ static PyObject *tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     PyObject *a[2];
     const char *fn = code ? "from_numpy" : "tensor";
     int dtype;
-    if (parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
         evpy_parse_dtype(st, a[1], &dtype) != 0) {
         return NULL;
     }
@@ -844,7 +844,7 @@ static PyObject *full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     int nd, dtype;
     int64_t shape[EV_MAX_DIMS];
     ev_scalar v;
-    if (parse_args("full", args, nargs, kwnames, names, 3, 2, a) != 0 ||
+    if (evpy_parse_args("full", args, nargs, kwnames, names, 3, 2, a) != 0 ||
         evpy_parse_shape(&a[0], 1, &nd, shape) != 0 || to_scalar("full", a[1], &v) != 0 ||
         evpy_parse_dtype(st, a[2], &dtype) != 0) {
         return NULL;
@@ -871,7 +871,7 @@ static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_tensor *x;
     int dtype;
     ev_scalar v = ev_scalar_int(code == 2 ? 1 : 0);
-    if (parse_args(fns[code], args, nargs, kwnames, full ? fnames : names, 1 + full, 1 + full,
+    if (evpy_parse_args(fns[code], args, nargs, kwnames, full ? fnames : names, 1 + full, 1 + full,
                    a) != 0 ||
         !(x = need_tensor(fns[code], a[0])) ||
         evpy_parse_dtype(st, a[1 + full], &dtype) != 0 ||
@@ -895,7 +895,7 @@ static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     static const char *const names[] = {"start", "end", "step", "dtype", NULL};
     PyObject *a[4];
     int dtype;
-    if (parse_args("arange", args, nargs, kwnames, names, 3, 1, a) != 0 ||
+    if (evpy_parse_args("arange", args, nargs, kwnames, names, 3, 1, a) != 0 ||
         evpy_parse_dtype(st, a[3], &dtype) != 0) {
         return NULL;
     }
@@ -927,7 +927,7 @@ static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py
     PyObject *a[4];
     int dtype;
     long steps;
-    if (parse_args("linspace", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+    if (evpy_parse_args("linspace", args, nargs, kwnames, names, 3, 3, a) != 0 ||
         evpy_parse_dtype(st, a[3], &dtype) != 0 ||
         parse_int("linspace", "steps", a[2], &steps) != 0) {
         return NULL;
@@ -956,7 +956,7 @@ static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     PyObject *a[3];
     int dtype;
     long n, m = -1;
-    if (parse_args("eye", args, nargs, kwnames, names, 2, 1, a) != 0 ||
+    if (evpy_parse_args("eye", args, nargs, kwnames, names, 2, 1, a) != 0 ||
         parse_int("eye", "n", a[0], &n) != 0 ||
         (a[1] && a[1] != Py_None && parse_int("eye", "m", a[1], &m) != 0) ||
         evpy_parse_dtype(st, a[2], &dtype) != 0) {

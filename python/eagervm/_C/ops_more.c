@@ -16,51 +16,6 @@
 
 #define MAX_ARGS 8
 
-static int margs(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                 const char *const *names, int npos, int nreq, PyObject **out)
-{
-    int n = 0;
-    while (names[n]) {
-        out[n++] = NULL;
-    }
-    if (nargs > npos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)",
-                     fn, npos, nargs);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        out[i] = args[i];
-    }
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        int found = -1;
-        for (int i = 0; i < n && found < 0; i++) {
-            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
-                found = i;
-            }
-        }
-        if (found < 0) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
-                         key);
-            return -1;
-        }
-        if (out[found]) {
-            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
-                         names[found]);
-            return -1;
-        }
-        out[found] = args[nargs + k];
-    }
-    for (int i = 0; i < nreq; i++) {
-        if (!out[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static ev_tensor *mtensor(const char *fn, PyObject *obj)
 {
     if (!evpy_tensor_check(obj)) {
@@ -182,7 +137,7 @@ static PyObject *where_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
                                          "supported; pass input and other");
         return NULL;
     }
-    if (margs("where", args, nargs, kwnames, code ? mnames : names, 3, 3, a) != 0) {
+    if (evpy_parse_args("where", args, nargs, kwnames, code ? mnames : names, 3, 3, a) != 0) {
         return NULL;
     }
     PyObject *cond = code ? a[1] : a[0], *x = code ? a[0] : a[1], *y = a[2];
@@ -213,7 +168,7 @@ static PyObject *join_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     const char *fn = code ? "stack" : "cat";
     PyObject *a[2];
     long dim = 0;
-    if (margs(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
         (a[1] && mint(fn, "dim", a[1], &dim) != 0)) {
         return NULL;
     }
@@ -282,7 +237,7 @@ static PyObject *select_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     PyObject *a[4];
     ev_tensor *x;
     long dim = 0;
-    if (margs(fn, args, nargs, kwnames, names, na, na, a) != 0 || !(x = mtensor(fn, a[0])) ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, na, na, a) != 0 || !(x = mtensor(fn, a[0])) ||
         (code != SEL_TAKE && mint(fn, "dim", a[1], &dim) != 0)) {
         return NULL;
     }
@@ -547,7 +502,7 @@ static PyObject *randint_fn(evpy_state *st, int code, PyObject *const *args, Py_
     int nd, dtype;
     int64_t shape[EV_MAX_DIMS];
     ev_generator *gen;
-    if (margs("randint", pos, nargs, kwnames, names, 3, 3, a) != 0) {
+    if (evpy_parse_args("randint", pos, nargs, kwnames, names, 3, 3, a) != 0) {
         return NULL;
     }
     if (PyBool_Check(a[0]) || PyBool_Check(a[1]) || !PyIndex_Check(a[0]) ||
@@ -585,7 +540,7 @@ static PyObject *rand_like_fn(evpy_state *st, int code, PyObject *const *args, P
     ev_tensor *x;
     int dtype;
     ev_generator *gen;
-    if (margs(fn, args, nargs, kwnames, names, 1, 1, a) != 0 || !(x = mtensor(fn, a[0])) ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 || !(x = mtensor(fn, a[0])) ||
         evpy_parse_dtype(st, a[1], &dtype) != 0 || parse_generator(st, fn, a[2], &gen) != 0) {
         return NULL;
     }
@@ -612,7 +567,7 @@ static PyObject *fill_random_fn(evpy_state *st, int code, PyObject *const *args,
     ev_tensor *x;
     double p0, p1;
     ev_generator *gen;
-    if (margs(fn, args, nargs, kwnames, code ? nn : un, 3, 1, a) != 0 ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, code ? nn : un, 3, 1, a) != 0 ||
         !(x = mtensor(fn, a[0])) || mdouble(a[1], 0.0, &p0) != 0 ||
         mdouble(a[2], 1.0, &p1) != 0 || parse_generator(st, fn, a[3], &gen) != 0) {
         return NULL;
@@ -709,12 +664,12 @@ static PyObject *bitwise_fn(evpy_state *st, int code, PyObject *const *args, Py_
     PyObject *a[2];
     if (op == BW_NOT) {
         static const char *const nn[] = {"input", NULL};
-        if (margs("bitwise_not", args, nargs, kwnames, nn, 1, 1, a) != 0) {
+        if (evpy_parse_args("bitwise_not", args, nargs, kwnames, nn, 1, 1, a) != 0) {
             return NULL;
         }
         return bitwise_not_obj(st, (code & BW_INPLACE) != 0, a[0]);
     }
-    if (margs(ev_bitwise_op_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
+    if (evpy_parse_args(ev_bitwise_op_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
         return NULL;
     }
     return bitwise_objs(st, code, a[0], a[1]);
@@ -1445,7 +1400,7 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
 {
     static const char *const names[] = {"stream", "max_version", "dl_device", "copy", NULL};
     PyObject *a[4];
-    if (margs("__dlpack__", args, nargs, kwnames, names, 1, 0, a) != 0) {
+    if (evpy_parse_args("__dlpack__", args, nargs, kwnames, names, 1, 0, a) != 0) {
         return NULL;
     }
     if (a[0] && a[0] != Py_None) {
@@ -1519,7 +1474,7 @@ static PyObject *from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
 {
     static const char *const names[] = {"x", NULL};
     PyObject *a[1];
-    if (margs("from_dlpack", args, nargs, kwnames, names, 1, 1, a) != 0) {
+    if (evpy_parse_args("from_dlpack", args, nargs, kwnames, names, 1, 1, a) != 0) {
         return NULL;
     }
     PyObject *cap;
