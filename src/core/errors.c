@@ -131,30 +131,30 @@ void ev__free(void *p)
 /* ------------------------------------------------------- struct caches */
 
 /* Enough for the frees that follow a back-pressure wait (a quarter of the
- * default EAGERVM_MAX_PENDING instructions, up to three structs each). */
+ * default EAGERVM_MAX_PENDING instructions, up to three structs each). The
+ * cache is an array of pointers, so caching a struct does not touch it (it
+ * was last written by a worker: a touch would be a cache miss). */
 enum { CACHE_MAX = 4096 };
 
-typedef struct cache_node {
-    struct cache_node *next;
-} cache_node;
+typedef struct struct_cache {
+    int len[EV__CACHE_COUNT];
+    void *items[EV__CACHE_COUNT][CACHE_MAX];
+} struct_cache;
 
-static _Thread_local cache_node *cache_head[EV__CACHE_COUNT];
-static _Thread_local int cache_len[EV__CACHE_COUNT];
+static _Thread_local struct_cache *cache;
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 
 /* Thread exit: give the cached structs back to malloc. */
-static void cache_drop(void *unused)
+static void cache_drop(void *p)
 {
-    (void)unused;
+    struct_cache *c = p;
     for (int k = 0; k < EV__CACHE_COUNT; k++) {
-        while (cache_head[k]) {
-            cache_node *n = cache_head[k];
-            cache_head[k] = n->next;
-            free(n);
+        for (int i = 0; i < c->len[k]; i++) {
+            free(c->items[k][i]);
         }
-        cache_len[k] = 0;
     }
+    free(c);
 }
 
 static void cache_key_create(void)
@@ -167,13 +167,10 @@ void *ev__cache_alloc(int kind, size_t size)
     if (alloc_should_fail()) {
         return NULL;
     }
-    cache_node *n = cache_head[kind];
-    if (n) {
-        cache_head[kind] = n->next;
-        cache_len[kind]--;
-        return n;
+    if (cache && cache->len[kind] > 0) {
+        return cache->items[kind][--cache->len[kind]];
     }
-    return malloc(size < sizeof(cache_node) ? sizeof(cache_node) : size);
+    return malloc(size);
 }
 
 void ev__cache_free(int kind, void *p)
@@ -181,21 +178,21 @@ void ev__cache_free(int kind, void *p)
     if (!p) {
         return;
     }
-    if (cache_len[kind] >= CACHE_MAX) {
+    if (!cache) {
+        cache = calloc(1, sizeof *cache);
+        if (!cache) {
+            free(p);
+            return;
+        }
+        /* This thread's exit frees what it kept. */
+        pthread_once(&cache_key_once, cache_key_create);
+        pthread_setspecific(cache_key, cache);
+    }
+    if (cache->len[kind] >= CACHE_MAX) {
         free(p);
         return;
     }
-    if (cache_len[kind] == 0 && !cache_head[kind]) {
-        /* First struct this thread keeps: make sure its exit frees them. */
-        pthread_once(&cache_key_once, cache_key_create);
-        if (!pthread_getspecific(cache_key)) {
-            pthread_setspecific(cache_key, &cache_key);
-        }
-    }
-    cache_node *n = p;
-    n->next = cache_head[kind];
-    cache_head[kind] = n;
-    cache_len[kind]++;
+    cache->items[kind][cache->len[kind]++] = p;
 }
 
 void ev__cache_free_obj(void *p)

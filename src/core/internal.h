@@ -54,20 +54,30 @@ void ev__cache_free_obj(void *p);
 EV_API void ev__fail_alloc_after(long n);
 
 /* Work handed from a worker to the next submitting thread: frees of memory
- * the submitting thread allocated (glibc frees it fastest, and without lock
- * contention, on the thread that allocated it). The node overlays the first
- * bytes of the memory being freed. */
-typedef struct ev__deferred {
-    struct ev__deferred *next;
-    void (*fn)(void *p);
-} ev__deferred;
+ * the submitting thread allocated (it reuses it from its own cache at once,
+ * and no allocator lock is contended). Calls are collected by value in
+ * batches, so neither side touches the memory being freed on the way: each
+ * touch would be a cache miss on a line the other core wrote last. */
+#define EV__DEFER_BATCH 62
+
+typedef struct ev__defer_batch {
+    struct ev__defer_batch *next; /* in vm->deferred, or a worker's spares */
+    uint32_t n;
+    struct {
+        void (*fn)(void *p);
+        void *p;
+    } calls[EV__DEFER_BATCH];
+} ev__defer_batch;
 
 /* Calls fn(p) now, or, on a worker thread of vm, on the next thread that
- * submits to or waits on vm. p must hold at least sizeof(ev__deferred) bytes,
- * which may be overwritten. */
+ * submits to or waits on vm. */
 void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p);
-/* Runs every deferred call queued on vm. */
+/* Runs every deferred call handed over so far. */
 void ev__run_deferred(ev_vm *vm);
+/* Hands the calling worker's partial batch over (before it idles). */
+struct ev_worker;
+void ev__flush_deferred(struct ev_worker *w);
+void ev__free_defer_spares(ev_vm *vm);
 
 /* Records the calling thread's message for ev_last_message(); returns code. */
 int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -196,6 +206,7 @@ typedef struct ev_worker {
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
     ev_instr *returned_local;        /* finished instrs, batched before publishing */
     uint32_t returned_count;
+    ev__defer_batch *defer_fill;     /* owned; deferred calls being collected */
     /* What the worker is doing, for stall reports. */
     _Atomic(const char *) running_name;
     _Atomic uint64_t running_seq;
@@ -258,7 +269,9 @@ struct ev_vm {
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_poisoned; /* 0 skips input checks */
     /* Treiber stack of calls for a submitter; its own line, as workers push
      * to it while the submitter takes it. */
-    _Alignas(EV_CACHELINE) _Atomic(ev__deferred *) deferred;
+    _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) deferred;
+    /* Emptied batches, for the workers to reuse. */
+    _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) defer_spares;
 
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;

@@ -10,6 +10,39 @@ enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
 
 /* ------------------------------------------------------ deferred calls */
 
+static void push_batch(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *b)
+{
+    ev__defer_batch *top = atomic_load_explicit(stack, memory_order_relaxed);
+    do {
+        b->next = top;
+        /* release: whoever takes the stack sees the batch's contents. */
+    } while (!atomic_compare_exchange_weak_explicit(stack, &top, b, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* Pushes a whole chain (linked through next) back onto a stack. */
+static void push_chain(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *first)
+{
+    ev__defer_batch *last = first;
+    while (last->next) {
+        last = last->next;
+    }
+    ev__defer_batch *top = atomic_load_explicit(stack, memory_order_relaxed);
+    do {
+        last->next = top;
+        /* release: whoever takes the stack sees the batches' contents. */
+    } while (!atomic_compare_exchange_weak_explicit(stack, &top, first, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+void ev__flush_deferred(ev_worker *w)
+{
+    if (w->defer_fill && w->defer_fill->n) {
+        push_batch(&w->vm->deferred, w->defer_fill);
+        w->defer_fill = NULL;
+    }
+}
+
 void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
 {
     ev_worker *self = ev__current_worker;
@@ -17,14 +50,30 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
         fn(p);
         return;
     }
-    ev__deferred *node = p;
-    node->fn = fn;
-    ev__deferred *top = atomic_load_explicit(&vm->deferred, memory_order_relaxed);
-    do {
-        node->next = top;
-        /* release: the thread that takes the stack sees the node's fields. */
-    } while (!atomic_compare_exchange_weak_explicit(&vm->deferred, &top, node,
-                                                    memory_order_release, memory_order_relaxed));
+    ev__defer_batch *b = self->defer_fill;
+    if (!b) {
+        /* acquire: pairs with the release that returned the spares. Only
+         * this worker pops a whole list, so there is no ABA problem. */
+        b = atomic_exchange_explicit(&vm->defer_spares, NULL, memory_order_acquire);
+        if (b && b->next) {
+            push_chain(&vm->defer_spares, b->next); /* the rest stays for later */
+            b->next = NULL;
+        }
+        if (!b) {
+            b = ev__malloc(sizeof *b);
+            if (!b) {
+                fn(p); /* out of memory: free here, contended but correct */
+                return;
+            }
+        }
+        b->n = 0;
+        self->defer_fill = b;
+    }
+    b->calls[b->n].fn = fn;
+    b->calls[b->n].p = p;
+    if (++b->n == EV__DEFER_BATCH) {
+        ev__flush_deferred(self);
+    }
 }
 
 void ev__run_deferred(ev_vm *vm)
@@ -32,12 +81,27 @@ void ev__run_deferred(ev_vm *vm)
     if (!atomic_load_explicit(&vm->deferred, memory_order_relaxed)) {
         return;
     }
-    /* acquire: pairs with the pushers' release. */
-    ev__deferred *node = atomic_exchange_explicit(&vm->deferred, NULL, memory_order_acquire);
-    while (node) {
-        ev__deferred *next = node->next;
-        node->fn(node);
-        node = next;
+    /* acquire: pairs with push_batch's release. */
+    ev__defer_batch *b = atomic_exchange_explicit(&vm->deferred, NULL, memory_order_acquire);
+    while (b) {
+        ev__defer_batch *next = b->next;
+        for (uint32_t i = 0; i < b->n; i++) {
+            b->calls[i].fn(b->calls[i].p);
+        }
+        b->n = 0;
+        push_batch(&vm->defer_spares, b);
+        b = next;
+    }
+}
+
+/* Frees the spare batches (ev_vm_destroy, after the workers stopped). */
+void ev__free_defer_spares(ev_vm *vm)
+{
+    ev__defer_batch *b = atomic_exchange_explicit(&vm->defer_spares, NULL, memory_order_acquire);
+    while (b) {
+        ev__defer_batch *next = b->next;
+        ev__free(b);
+        b = next;
     }
 }
 

@@ -180,6 +180,7 @@ void ev_vm_destroy(ev_vm *vm)
         }
     }
     ev__run_deferred(vm); /* what the last instructions handed back */
+    ev__free_defer_spares(vm);
     for (size_t i = 0; i < vm->n_slabs; i++) {
         ev__free(vm->slabs[i]);
     }

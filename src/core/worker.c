@@ -396,6 +396,12 @@ static void *worker_main(void *p)
         if (ins) {
             run_instr(vm, w, ins);
             uint64_t seq = ins->seq;
+            /* Frees go over in batches, and all of them before the worker
+             * may idle: a waiter woken by this instruction then finds them. */
+            if (w->defer_fill && !link_ready(atomic_load_explicit(&w->head,
+                                                                 memory_order_relaxed))) {
+                ev__flush_deferred(w);
+            }
             ins->free_next = w->returned_local;
             w->returned_local = ins;
             if (++w->returned_count >= 64) {
@@ -480,6 +486,13 @@ void ev__worker_stop(ev_worker *w)
         ev_error_unref(w->recent_errors[i].err);
     }
     ev_error_unref(w->oom_error);
+    if (w->defer_fill) {
+        if (w->defer_fill->n) {
+            ev__flush_deferred(w); /* ev_vm_destroy runs them next */
+        } else {
+            ev__free(w->defer_fill);
+        }
+    }
     ev__profile_free(w);
     pthread_mutex_destroy(&w->prof_lock);
     pthread_mutex_destroy(&w->recent_lock);

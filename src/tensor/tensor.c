@@ -11,7 +11,6 @@
 
 static void storage_free_now(void *data)
 {
-    /* Only `block` is read: a deferred call overlays the first bytes. */
     ev__storage *s = data;
     ev__dealloc(s->block);
     ev__cache_free(EV__CACHE_STORAGE, s);
@@ -23,8 +22,6 @@ static void storage_free_cb(void *data)
      * worker, the free waits for the next submitting thread, which made the
      * storage: no allocator lock or malloc arena is contended with it. */
     ev__storage *s = data;
-    _Static_assert(offsetof(ev__storage, block) >= sizeof(ev__deferred),
-                   "a deferred call would overwrite the block pointer");
     ev__call_deferred(s->vm, storage_free_now, s);
 }
 
