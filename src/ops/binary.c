@@ -352,43 +352,10 @@ static int binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inp
     if (rc) {
         return rc;
     }
-    int nd;
-    int64_t shape[EV_MAX_DIMS];
-    char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE], sc[EV__SHAPE_STR_SIZE];
-    if (ev_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) {
-        return ev__set_message(EV_EINVAL, "%s: shapes %s and %s cannot be broadcast together",
-                               name, ev__shape_str(a->ndim, a->shape, sa, sizeof sa),
-                               ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
-    }
     ev_tensor *dst;
-    if (inplace) {
-        int same = nd == a->ndim;
-        for (int i = 0; same && i < nd; i++) {
-            same = shape[i] == a->shape[i];
-        }
-        if (!same) {
-            return ev__set_message(EV_EINVAL, "%s: the result of shape %s does not fit the "
-                                   "in-place operand of shape %s (b of shape %s must "
-                                   "broadcast to it)", name,
-                                   ev__shape_str(nd, shape, sa, sizeof sa),
-                                   ev__shape_str(a->ndim, a->shape, sb, sizeof sb),
-                                   ev__shape_str(b->ndim, b->shape, sc, sizeof sc));
-        }
-        if (!ev__can_cast_same_kind(res, a->dtype)) {
-            return ev__set_message(EV_ETYPE, "%s: the result dtype %s cannot be cast to the "
-                                   "in-place operand's dtype %s", name, ev_dtype_name(res),
-                                   ev_dtype_name(a->dtype));
-        }
-        if (ev__has_internal_overlap(a)) {
-            return ev__set_message(EV_EINVAL, "%s: the in-place operand is an expanded tensor "
-                                   "(some elements share memory)", name);
-        }
-        dst = ev_tensor_ref(a);
-    } else {
-        rc = ev__tensor_new(ex, res, nd, shape, &dst);
-        if (rc) {
-            return rc;
-        }
+    rc = ev__binary_dest(ex, name, a, b, res, inplace, &dst);
+    if (rc) {
+        return rc;
     }
     ev__loop_ctx ctx;
     memset(&ctx, 0, sizeof ctx);

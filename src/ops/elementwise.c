@@ -134,6 +134,45 @@ fail:
     return rc;
 }
 
+int ev__binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
+                    ev_dtype res, int inplace, ev_tensor **dst)
+{
+    int nd;
+    int64_t shape[EV_MAX_DIMS];
+    char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE], sc[EV__SHAPE_STR_SIZE];
+    if (ev_broadcast_shapes(a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) {
+        return ev__set_message(EV_EINVAL, "%s: shapes %s and %s cannot be broadcast together",
+                               name, ev__shape_str(a->ndim, a->shape, sa, sizeof sa),
+                               ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
+    }
+    if (!inplace) {
+        return ev__tensor_new(ex, res, nd, shape, dst);
+    }
+    int same = nd == a->ndim;
+    for (int i = 0; same && i < nd; i++) {
+        same = shape[i] == a->shape[i];
+    }
+    if (!same) {
+        return ev__set_message(EV_EINVAL, "%s: the result of shape %s does not fit the "
+                               "in-place operand of shape %s (b of shape %s must "
+                               "broadcast to it)", name,
+                               ev__shape_str(nd, shape, sa, sizeof sa),
+                               ev__shape_str(a->ndim, a->shape, sb, sizeof sb),
+                               ev__shape_str(b->ndim, b->shape, sc, sizeof sc));
+    }
+    if (!ev__can_cast_same_kind(res, a->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: the result dtype %s cannot be cast to the "
+                               "in-place operand's dtype %s", name, ev_dtype_name(res),
+                               ev_dtype_name(a->dtype));
+    }
+    if (ev__has_internal_overlap(a)) {
+        return ev__set_message(EV_EINVAL, "%s: the in-place operand is an expanded tensor "
+                               "(some elements share memory)", name);
+    }
+    *dst = ev_tensor_ref(a);
+    return 0;
+}
+
 int ev__can_cast_same_kind(ev_dtype r, ev_dtype into)
 {
     return ev_dtype_get_info(r)->kind <= ev_dtype_get_info(into)->kind;
