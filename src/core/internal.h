@@ -270,8 +270,10 @@ struct ev_vm {
     /* Treiber stack of calls for a submitter; its own line, as workers push
      * to it while the submitter takes it. */
     _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) deferred;
-    /* Emptied batches, for the workers to reuse. */
-    _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) defer_spares;
+    /* Emptied batches for the workers to reuse: taken and given back once
+     * per batch, so a plain lock is cheap enough. */
+    pthread_mutex_t spares_lock;
+    ev__defer_batch *defer_spares; /* owned; guarded by spares_lock */
 
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;

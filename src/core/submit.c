@@ -20,21 +20,6 @@ static void push_batch(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *b)
                                                     memory_order_relaxed));
 }
 
-/* Pushes a whole chain (linked through next) back onto a stack. */
-static void push_chain(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *first)
-{
-    ev__defer_batch *last = first;
-    while (last->next) {
-        last = last->next;
-    }
-    ev__defer_batch *top = atomic_load_explicit(stack, memory_order_relaxed);
-    do {
-        last->next = top;
-        /* release: whoever takes the stack sees the batches' contents. */
-    } while (!atomic_compare_exchange_weak_explicit(stack, &top, first, memory_order_release,
-                                                    memory_order_relaxed));
-}
-
 void ev__flush_deferred(ev_worker *w)
 {
     if (w->defer_fill && w->defer_fill->n) {
@@ -52,13 +37,12 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
     }
     ev__defer_batch *b = self->defer_fill;
     if (!b) {
-        /* acquire: pairs with the release that returned the spares. Only
-         * this worker pops a whole list, so there is no ABA problem. */
-        b = atomic_exchange_explicit(&vm->defer_spares, NULL, memory_order_acquire);
-        if (b && b->next) {
-            push_chain(&vm->defer_spares, b->next); /* the rest stays for later */
-            b->next = NULL;
+        pthread_mutex_lock(&vm->spares_lock);
+        b = vm->defer_spares;
+        if (b) {
+            vm->defer_spares = b->next;
         }
+        pthread_mutex_unlock(&vm->spares_lock);
         if (!b) {
             b = ev__malloc(sizeof *b);
             if (!b) {
@@ -89,7 +73,10 @@ void ev__run_deferred(ev_vm *vm)
             b->calls[i].fn(b->calls[i].p);
         }
         b->n = 0;
-        push_batch(&vm->defer_spares, b);
+        pthread_mutex_lock(&vm->spares_lock);
+        b->next = vm->defer_spares;
+        vm->defer_spares = b;
+        pthread_mutex_unlock(&vm->spares_lock);
         b = next;
     }
 }
@@ -97,7 +84,8 @@ void ev__run_deferred(ev_vm *vm)
 /* Frees the spare batches (ev_vm_destroy, after the workers stopped). */
 void ev__free_defer_spares(ev_vm *vm)
 {
-    ev__defer_batch *b = atomic_exchange_explicit(&vm->defer_spares, NULL, memory_order_acquire);
+    ev__defer_batch *b = vm->defer_spares;
+    vm->defer_spares = NULL;
     while (b) {
         ev__defer_batch *next = b->next;
         ev__free(b);

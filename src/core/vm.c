@@ -153,6 +153,7 @@ int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
     pthread_mutex_init(&vm->submit_lock, NULL);
     pthread_mutex_init(&vm->pool_lock, NULL);
     pthread_mutex_init(&vm->err_lock, NULL);
+    pthread_mutex_init(&vm->spares_lock, NULL);
     live_add(vm);
     *out = vm;
     return 0;
@@ -194,6 +195,7 @@ void ev_vm_destroy(ev_vm *vm)
     pthread_mutex_destroy(&vm->submit_lock);
     pthread_mutex_destroy(&vm->pool_lock);
     pthread_mutex_destroy(&vm->err_lock);
+    pthread_mutex_destroy(&vm->spares_lock);
     ev__free(vm->uid_taken);
     ev__free((void *)vm->workers);
     ev__free(vm);
