@@ -141,7 +141,7 @@ typedef struct struct_cache {
     void *items[EV__CACHE_COUNT][CACHE_MAX];
 } struct_cache;
 
-static _Thread_local struct_cache *cache;
+static EV_TLS_FAST struct_cache *cache;
 static pthread_key_t cache_key;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 

@@ -26,6 +26,13 @@
 void ev__assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
 
 #define EV_CACHELINE 64
+
+/* Small per-thread variables read on every op. In a shared library (the
+ * Python module is one, loaded with dlopen) the default TLS model calls
+ * __tls_get_addr on each access; initial-exec is a plain load. It takes a
+ * few bytes of the static TLS surplus glibc keeps for dlopened libraries,
+ * so keep it to small variables. */
+#define EV_TLS_FAST _Thread_local __attribute__((tls_model("initial-exec")))
 #define EV_UNUSED(x) ((void)(x))
 
 /* ------------------------------------------------------ memory + messages */
@@ -286,7 +293,7 @@ struct ev_vm {
 
 /* worker.c */
 /* The worker the calling thread is, or NULL for other threads. */
-extern _Thread_local ev_worker *ev__current_worker;
+extern EV_TLS_FAST ev_worker *ev__current_worker;
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
 void ev__worker_stop(ev_worker *w);
 void ev__worker_push(ev_worker *w, ev_instr *ins);

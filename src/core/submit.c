@@ -365,7 +365,7 @@ static void maybe_wait_for_room(ev_vm *vm)
 {
     /* Checking costs a read of every worker's counters, so do it now and then:
      * the limit is a memory bound, it need not be exact. */
-    static _Thread_local uint32_t since_check;
+    static EV_TLS_FAST uint32_t since_check;
     if (++since_check < BACKPRESSURE_CHECK_EVERY) {
         return;
     }

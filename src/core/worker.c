@@ -380,7 +380,7 @@ static bool link_ready(void *last)
     return atomic_load_explicit(&((ev_instr *)last)->next, memory_order_acquire) != NULL;
 }
 
-_Thread_local ev_worker *ev__current_worker;
+EV_TLS_FAST ev_worker *ev__current_worker;
 
 static void *worker_main(void *p)
 {

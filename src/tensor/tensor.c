@@ -210,7 +210,7 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
  * would also make chains of big ops wait at issue, losing the asynchrony.) */
 #define INFLIGHT_BYTES_LIMIT ((size_t)256 << 20)
 
-static _Thread_local size_t bytes_since_wait;
+static EV_TLS_FAST size_t bytes_since_wait;
 
 static void limit_inflight_bytes(const ev_exec *ex, size_t nbytes)
 {
