@@ -6,25 +6,29 @@ on its own worker thread.
 
 The data are the real Fashion-MNIST IDX files of Debian's
 dataset-fashion-mnist package, read by eagervm.datasets.mnist. The model is
-written out with eagervm ops: forward, softmax cross-entropy, the gradients
-by hand, SGD with momentum and a cosine learning-rate schedule.
+written out with eagervm ops: forward, the loss value by
+eagervm.cross_entropy, the gradients by hand, SGD with momentum and a cosine
+learning-rate schedule.
 
-The input pipeline (gather the shuffled batch, normalise, randomly flip each
-image left-right) is issued under `with eagervm.asyncs.thread(loader)`, so it
-runs on the worker `loader`, while the training step runs on the default
-worker. There is no explicit synchronisation: the runtime orders it. The
-loader writes each finished batch into one slot of a ring of `prefetch + 1`
-slots that the training step reads; writing slot k again must wait until the
-step that read it is done (a write-after-read edge the runtime adds by
-itself), so the loader runs at most `prefetch` batches ahead of training.
+The input pipeline (shuffle each epoch with eagervm.randperm, gather the
+shuffled batch, normalise, randomly flip each image left-right) is issued
+under `with eagervm.asyncs.thread(loader)`, so it runs on the worker `loader`,
+while the training step runs on the default worker. There is no explicit
+synchronisation: the runtime orders it. The loader writes each finished batch
+into one slot of a ring of `prefetch + 1` slots that the training step reads;
+writing slot k again must wait until the step that read it is done (a
+write-after-read edge the runtime adds by itself), so the loader runs at most
+`prefetch` batches ahead of training.
 
 It prints progress, the test accuracy and the throughput, and writes a
 profile of one epoch: a Chrome trace (open it in https://ui.perfetto.dev) and
 a timeline picture with one lane per worker.
 
-NumPy is used only for one-off preparation: the seeded random numbers (the
-initial weights, each epoch's permutation and flip coins). Everything done
-per batch is eagervm ops.
+NumPy is used only for one-off preparation: the seeded random numbers of the
+initial weights and of each epoch's flip coins. Each epoch's permutation is
+eagervm.randperm from a counter-based generator, issued on the loader's
+worker (its values depend only on the seed and the call order, so runs
+repeat). Everything done per batch is eagervm ops.
 """
 import argparse
 import math
@@ -68,14 +72,16 @@ class MLP:
         h = ev.relu(x @ w1 + b1)
         return h @ w2 + b2
 
-    def step(self, x, y):
-        """One SGD step on batch x (B, 784) with one-hot targets y (B, 10).
-        Returns the batch's mean loss as a 0-d tensor (not waited for)."""
+    def step(self, x, y, target):
+        """One SGD step on batch x (B, 784) with one-hot targets y (B, 10)
+        and the same classes as indices target (B,). Returns the batch's
+        mean loss as a 0-d tensor (not waited for)."""
         w1, b1, w2, b2 = self.params
         inv_b = 1.0 / x.shape[0]
         h = ev.relu(x @ w1 + b1)
-        logp = ev.log_softmax(h @ w2 + b2, dim=1)
-        loss = (logp * y).sum() * -inv_b
+        logits = h @ w2 + b2
+        loss = ev.cross_entropy(logits, target)   # the value only: stable, one op
+        logp = ev.log_softmax(logits, dim=1)
         dlogits = (ev.exp(logp) - y) * inv_b       # d loss / d logits
         grads = [None, None, h.T @ dlogits, dlogits.sum(0)]
         dh = (dlogits @ w2.T) * (h > 0)            # back through the ReLU
@@ -108,10 +114,11 @@ class Loader:
     The table holds each training image's raw pixels next to its one-hot
     label, (N, 784 + 10), so one row gather fetches both."""
 
-    def __init__(self, images, labels, batch_size, rng, prefetch=2, thread=None):
+    def __init__(self, images, labels, batch_size, rng, prefetch=2, thread=None, seed=0):
         self.thread = thread or ev.asyncs.Thread()
         self.batch_size = batch_size
         self.rng = rng
+        self.gen = ev.Generator(seed=seed)  # each epoch's permutation
         self.n = images.shape[0]
         self.batches = self.n // batch_size  # the last partial batch is dropped
         with ev.asyncs.thread(self.thread):
@@ -119,22 +126,24 @@ class Loader:
             self.table[:, :PIXELS] = images
             self.table[:, PIXELS:] = one_hot(labels)
             # The ring of slots the training step reads from.
-            self.slots = [(ev.empty(batch_size, PIXELS), ev.empty(batch_size, CLASSES))
+            self.slots = [(ev.empty(batch_size, PIXELS), ev.empty(batch_size, CLASSES),
+                           ev.empty(batch_size, dtype=ev.int64))
                           for _ in range(prefetch + 1)]
         self.prefetch = prefetch
         self.use_index_select = hasattr(ev, "index_select") and \
             not os.environ.get("EAGERVM_EXAMPLE_ROW_GATHER")
 
     def epoch(self):
-        """Yields (x, y) for each batch of one shuffled epoch, issuing the
-        pipeline `prefetch` batches ahead of what it yields."""
-        order = self.rng.permutation(self.n)
+        """Yields (x, y, target) for each batch of one shuffled epoch,
+        issuing the pipeline `prefetch` batches ahead of what it yields."""
         flips = self.rng.random(self.batches * self.batch_size) < 0.5
         with ev.asyncs.thread(self.thread):
-            # One-off per epoch: the permutation and the coin flips, as tensors.
-            order_t = ev.from_numpy(order.astype(np.int64))
+            # One-off per epoch: the permutation (computed on the loader's
+            # worker, no sync) and the coin flips, as tensors.
+            order_t = ev.randperm(self.n, generator=self.gen)
             flips_t = ev.from_numpy(flips.astype(np.float32)).reshape(-1, 1)
-        order = order.tolist()
+        # Only the row-by-row fallback needs the order on the host (a sync).
+        order = None if self.use_index_select else order_t.tolist()
         pending = []
         for k in range(self.batches + self.prefetch):
             if k < self.batches:
@@ -145,7 +154,7 @@ class Loader:
     def _issue(self, k, order, order_t, flips_t):
         b = self.batch_size
         lo, hi = k * b, (k + 1) * b
-        slot_x, slot_y = self.slots[k % len(self.slots)]
+        slot_x, slot_y, slot_t = self.slots[k % len(self.slots)]
         with ev.asyncs.thread(self.thread):
             # Gather the batch's rows of the shuffled order.
             if self.use_index_select:
@@ -169,7 +178,8 @@ class Loader:
             # slot last has finished.
             slot_x[...] = x
             slot_y[...] = rows[:, PIXELS:]
-        return slot_x, slot_y
+            slot_t[...] = ev.argmax(rows[:, PIXELS:], dim=1)  # class indices
+        return slot_x, slot_y, slot_t
 
 
 # ---------------------------------------------------------------- progress
@@ -209,7 +219,7 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
     eagervm profile of epoch `profile_epoch` (0-based), or None."""
     rng = np.random.default_rng(seed)
     model = MLP(rng, lr=lr, momentum=momentum)
-    loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch)
+    loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch, seed=seed)
     steps = epochs * loader.batches
     bar = Progress(epochs, loader.batches, batch_size, out) if progress else None
     history, prof = [], None
@@ -221,10 +231,10 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
         t0 = time.perf_counter()
         total = ev.zeros(())
         seen_loss, seen_batches = 0.0, 0
-        for k, (x, y) in enumerate(loader.epoch()):
+        for k, (x, y, target) in enumerate(loader.epoch()):
             # Cosine learning-rate schedule, from lr down to 0 at the last step.
             model.lr = lr * 0.5 * (1 + math.cos(math.pi * (epoch * loader.batches + k) / steps))
-            loss = model.step(x, y)
+            loss = model.step(x, y, target)
             total += loss
             if bar and bar.due(k):
                 # Reading the loss is a sync point: it waits for this step only,

@@ -1,7 +1,7 @@
 /* eagervm ops on tensors: elementwise binary ops with NumPy broadcasting and
  * type promotion, unary ops, clamp and cast, reductions and softmax, matmul,
- * where/cat/stack, index-driven selection and random numbers. Conventions as
- * in tensor.h.
+ * where/cat/stack, index-driven selection, one_hot and cross_entropy, and
+ * random numbers (randperm included). Conventions as in tensor.h.
  *
  * Every op checks its arguments and infers the output on the calling thread
  * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
@@ -335,6 +335,57 @@ EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *
                            ev_tensor *src);
 
 
+/* ------------------------------------------------ encodings and losses
+ *
+ * As the selection ops above, these read class indices (int32 or int64;
+ * EV_ETYPE otherwise) only inside the kernel: an index out of range fails
+ * the instruction with EV_EINDEX, reported at the next sync point on the
+ * output (DESIGN rule 6), with a message naming the bad index and the number
+ * of classes. Negative indices are out of range (as PyTorch). */
+
+/* One-hot encoding, as PyTorch's one_hot: an int64 tensor of shape
+ * index.shape + [num_classes] that is 1 at [..., index[...]] and 0
+ * elsewhere. num_classes must be > 0 (EV_EINVAL): inferring it from
+ * max(index) + 1 would need a sync, which the caller does (the Python
+ * binding does it for num_classes=-1). index may be 0-d (the result is then
+ * 1-d) and have any strides; it needs ndim < EV_MAX_DIMS (EV_EINVAL). The
+ * kernel fails with "one_hot: index I is out of range for num_classes C". */
+EV_API int ev_one_hot(const ev_exec *ex, ev_tensor *index, int64_t num_classes,
+                      ev_tensor **out);
+
+/* How a loss combines its per-sample values: none keeps them, mean averages
+ * them (NaN for zero samples, as PyTorch), sum adds them (0 for none). */
+#define EV_REDUCTION_MAP(X) \
+    X(NONE, none)           \
+    X(MEAN, mean)           \
+    X(SUM, sum)
+
+enum ev_reduction {
+#define EV_REDUCTION_ENUM(id, name) EV_REDUCTION_##id,
+    EV_REDUCTION_MAP(EV_REDUCTION_ENUM)
+#undef EV_REDUCTION_ENUM
+    EV_REDUCTION_COUNT
+};
+
+/* "mean" for EV_REDUCTION_MEAN; "invalid" for other values. */
+EV_API const char *ev_reduction_name(int reduction);
+
+/* Cross-entropy of logits against class indices, as PyTorch's
+ * cross_entropy without weights, ignore_index or label smoothing: the loss
+ * of sample n is logsumexp(logits[n, :]) - logits[n, target[n]], with the
+ * log-sum-exp taken stably as m + log(sum(exp(x - m))), m the row maximum,
+ * so large logits never overflow. logits is (N, C) float32 or float64,
+ * target (N,) int32 or int64, any strides. The result has logits' dtype:
+ * shape (N,) for EV_REDUCTION_NONE, 0-d for MEAN and SUM. One instruction;
+ * each row is computed in float64 and the mean or sum accumulates in float64
+ * and rounds once (more accurate than a float32 reference). A NaN logit
+ * gives a NaN loss for its row. Errors at the call: EV_EINVAL (shapes,
+ * reduction), EV_ETYPE (dtypes); in the kernel: EV_EINDEX, "cross_entropy:
+ * target T is out of range for C classes (sample n)". */
+EV_API int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
+                            int reduction, ev_tensor **out);
+
+
 /* ---------------------------------------------------------- random numbers
  *
  * Counter-based: every value is a pure function of (seed, offset, element
@@ -426,6 +477,16 @@ EV_API int ev_uniform_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, doubl
  * ev_uniform_; mean finite, std finite and >= 0 (EV_EINVAL). */
 EV_API int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double mean,
                       double std);
+/* A random permutation of 0 .. n-1 (n >= 0) as a 1-d tensor of dtype int64
+ * or int32 (n - 1 must then fit; EV_EINVAL), by a Fisher-Yates shuffle whose
+ * draws are counter-indexed: for i = n-1 down to 1, position i swaps with j
+ * = floor(r_i * (i + 1) / 2^64), r_i the 64-bit value of words 2i and 2i+1
+ * (w = 2, bias below n / 2^64 per draw, no rejection). The result is a pure
+ * function of (seed, offset, n), whichever worker runs it; the call advances
+ * the offset by 2n rounded up to 4. Errors: EV_EINVAL (n < 0, too large,
+ * out is NULL), EV_ETYPE (any other dtype). */
+EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
+                       ev_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@ from ._C import (  # noqa: F401  (the public API)
     where, cat, concat, concatenate, stack, index_select, gather, take, scatter_add,
     rand, randn, randint, rand_like, randn_like, manual_seed, Generator, default_generator,
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
-    bitwise_right_shift, from_dlpack,
+    bitwise_right_shift, from_dlpack, one_hot, cross_entropy, randperm,
 )
 from . import asyncs  # noqa: F401
 

@@ -1,6 +1,6 @@
 /* Random numbers: the Philox4x32-10 counter-based generator, generator
- * objects, and rand/randn/randint/uniform_/normal_, each one instruction whose
- * values depend only on (seed, offset, element index).
+ * objects, and rand/randn/randint/uniform_/normal_/randperm, each one
+ * instruction whose values depend only on (seed, offset, element index).
  *
  * Lock order: a generator's lock is a leaf. It is held only to read or move
  * the state, never while allocating or calling into the engine, so it nests
@@ -490,4 +490,91 @@ int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double mean, 
     a.a = mean;
     a.b = std;
     return submit(ex, "normal_", gen, &a, t);
+}
+
+/* --------------------------------------------------------------- randperm */
+
+typedef struct perm_arg {
+    ev_tensor *t;  /* referenced; contiguous, n elements */
+    words w;       /* key and first block, fixed at the call */
+} perm_arg;
+_Static_assert(sizeof(perm_arg) <= EV_INLINE_ARG_SIZE, "perm_arg must travel inline");
+
+static void perm_drop(void *p)
+{
+    ev_tensor_unref(((perm_arg *)p)->t);
+}
+
+/* The partner of position i: uniform in [0, i], from words 2i and 2i+1
+ * whatever happened before, so the permutation is a pure function of the
+ * counters reserved at the call (Fisher-Yates from the top). */
+static int64_t perm_draw(words *w, int64_t i)
+{
+    uint64_t hi, lo;
+    mul64(word64(w, 2 * (uint64_t)i), (uint64_t)i + 1, &hi, &lo);
+    return (int64_t)hi;
+}
+
+#define PERM_SHUFFLE(T)                                   \
+    do {                                                  \
+        T *v = (T *)ev__tensor_ptr(a->t);                 \
+        for (int64_t i = 0; i < n; i++) {                 \
+            v[i] = (T)i;                                  \
+        }                                                 \
+        for (int64_t i = n - 1; i > 0; i--) {             \
+            int64_t j = perm_draw(&a->w, i);              \
+            T tmp = v[i];                                 \
+            v[i] = v[j];                                  \
+            v[j] = tmp;                                   \
+        }                                                 \
+    } while (0)
+
+static int perm_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    perm_arg *a = p;
+    int64_t n = a->t->numel;
+    if (n == 0) {
+        return 0;
+    }
+    if (a->t->dtype == EV_INT32) {
+        PERM_SHUFFLE(int32_t);
+    } else {
+        PERM_SHUFFLE(int64_t);
+    }
+    return 0;
+}
+
+int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
+                ev_tensor **out)
+{
+    const char *fn = "randperm";
+    if (n < 0) {
+        return ev__set_message(EV_EINVAL, "%s: n must be >= 0, not %lld", fn, (long long)n);
+    }
+    if (dtype != EV_INT32 && dtype != EV_INT64) {
+        const ev_dtype_info *info = ev_dtype_get_info(dtype);
+        return ev__set_message(info ? EV_ETYPE : EV_EINVAL, "%s: dtype %s is not supported "
+                               "(expected int32 or int64)", fn, info ? info->name : "invalid");
+    }
+    if (dtype == EV_INT32 && n - 1 > INT32_MAX) {
+        return ev__set_message(EV_EINVAL, "%s: n = %lld does not fit dtype int32", fn,
+                               (long long)n);
+    }
+    ev_tensor *t;
+    int rc = new_output(fn, ex, dtype, EV_KIND_INT, 1, &n, out, &t);
+    if (rc) {
+        return rc;
+    }
+    perm_arg a;
+    memset(&a, 0, sizeof a);
+    reserve(gen, n, 2, &a.w);
+    a.t = ev_tensor_ref(t);
+    rc = ev__submit(ex, fn, perm_kernel, &a, sizeof a, perm_drop, NULL, 0, &t, 1);
+    if (rc) {
+        ev_tensor_unref(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
 }

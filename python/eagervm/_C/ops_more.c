@@ -1,8 +1,9 @@
 /* More ops for Python, bound from ops.h functions that ops.c does not bind:
- * where, cat, stack, index_select, gather, take, scatter_add; random numbers
- * with eagervm.manual_seed and eagervm.Generator; the bitwise ops and their
- * operators; indexing with index tensors and boolean masks; and the export
- * protocols (the buffer protocol, __dlpack__, from_dlpack).
+ * where, cat, stack, index_select, gather, take, scatter_add; one_hot and
+ * cross_entropy; random numbers (randperm included) with eagervm.manual_seed
+ * and eagervm.Generator; the bitwise ops and their operators; indexing with
+ * index tensors and boolean masks; and the export protocols (the buffer
+ * protocol, __dlpack__, from_dlpack).
  *
  * Tensor methods and slots defined here are merged into the Tensor type by
  * evpy_tensor_init_type (a slot here replaces one of the same id). */
@@ -1581,6 +1582,151 @@ out:
     return res;
 }
 
+/* ------------------------------------------------- encodings and losses */
+
+/* one_hot(index, num_classes=-1), as PyTorch. num_classes=-1 means
+ * max(index) + 1, which needs the values: that case is a sync point (it
+ * waits for index and reads its maximum); a given num_classes is not. */
+static PyObject *one_hot_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"index", "num_classes", NULL};
+    (void)code;
+    PyObject *a[2];
+    long long nc = -1;
+    if (evpy_parse_args("one_hot", args, nargs, kwnames, names, 2, 1, a) != 0) {
+        return NULL;
+    }
+    if (a[1]) {
+        if (PyBool_Check(a[1]) || !PyIndex_Check(a[1])) {
+            PyErr_Format(PyExc_TypeError, "one_hot(): num_classes must be an integer, not "
+                         "%.100s", Py_TYPE(a[1])->tp_name);
+            return NULL;
+        }
+        nc = PyLong_AsLongLong(a[1]);
+        if (nc == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    operand oi = {NULL, 0};
+    if (evpy_operand(st, a[0], NULL, &oi.t, &oi.own) != 0) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    ev_exec ex;
+    ev_tensor *out = NULL;
+    int rc;
+    if (evpy_exec(&ex) != 0) {
+        goto done;
+    }
+    if (nc == -1) {
+        if (ev_tensor_numel(oi.t) == 0) {
+            PyErr_SetString(PyExc_ValueError, "one_hot(): cannot infer num_classes from an "
+                                              "empty index; pass num_classes");
+            goto done;
+        }
+        ev_tensor *m;
+        /* ev_max checks the dtype too (a float index fails in ev_one_hot). */
+        if ((rc = ev_max(&ex, oi.t, 0, NULL, 0, &m)) != 0) {
+            evpy_raise(rc);
+            goto done;
+        }
+        int64_t n;
+        int64_t *v = host_int64(m, &n);
+        ev_tensor_unref(m);
+        if (!v) {
+            goto done;
+        }
+        long long mx = (long long)v[0];
+        PyMem_Free(v);
+        if (mx < 0) {
+            PyErr_Format(PyExc_IndexError, "one_hot(): index %lld is out of range (class "
+                         "indices must be >= 0)", mx);
+            goto done;
+        }
+        nc = mx + 1;
+    }
+    rc = ev_one_hot(&ex, oi.t, (int64_t)nc, &out);
+    res = mfinish(st, rc, out);
+done:
+    op_release(&oi);
+    return res;
+}
+
+/* cross_entropy(input, target, reduction='mean'), as PyTorch's functional
+ * form without weight, ignore_index or label_smoothing. */
+static PyObject *cross_entropy_fn(evpy_state *st, int code, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"input", "target", "reduction", NULL};
+    (void)code;
+    PyObject *a[3];
+    ev_tensor *x;
+    if (evpy_parse_args("cross_entropy", args, nargs, kwnames, names, 3, 2, a) != 0 ||
+        !(x = mtensor("cross_entropy", a[0]))) {
+        return NULL;
+    }
+    int red = EV_REDUCTION_MEAN;
+    if (a[2]) {
+        red = -1;
+        for (int r = 0; PyUnicode_Check(a[2]) && r < EV_REDUCTION_COUNT; r++) {
+            if (PyUnicode_CompareWithASCIIString(a[2], ev_reduction_name(r)) == 0) {
+                red = r;
+            }
+        }
+        if (red < 0) {
+            PyErr_Format(PyExc_ValueError, "cross_entropy(): reduction must be 'none', "
+                         "'mean' or 'sum', not %R", a[2]);
+            return NULL;
+        }
+    }
+    operand ot = {NULL, 0};
+    if (evpy_operand(st, a[1], NULL, &ot.t, &ot.own) != 0) {
+        return NULL;
+    }
+    PyObject *res = NULL;
+    ev_exec ex;
+    if (evpy_exec(&ex) == 0) {
+        ev_tensor *out = NULL;
+        int rc = ev_cross_entropy(&ex, x, ot.t, red, &out);
+        res = mfinish(st, rc, out);
+    }
+    op_release(&ot);
+    return res;
+}
+
+/* randperm(n, *, generator=None, dtype=int64), as PyTorch. */
+static PyObject *randperm_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    static const char *const names[] = {"n", "generator", "dtype", NULL};
+    (void)code;
+    PyObject *a[3];
+    ev_generator *gen;
+    int dtype;
+    if (evpy_parse_args("randperm", args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        parse_generator(st, "randperm", a[1], &gen) != 0 ||
+        evpy_parse_dtype(st, a[2], &dtype) != 0) {
+        return NULL;
+    }
+    if (PyBool_Check(a[0]) || !PyIndex_Check(a[0])) {
+        PyErr_Format(PyExc_TypeError, "randperm(): n must be an integer, not %.100s",
+                     Py_TYPE(a[0])->tp_name);
+        return NULL;
+    }
+    long long n = PyLong_AsLongLong(a[0]);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    ev_tensor *out = NULL;
+    int rc = ev_randperm(&ex, gen, (int64_t)n, dtype < 0 ? EV_INT64 : (ev_dtype)dtype, &out);
+    return mfinish(st, rc, out);
+}
+
 /* ------------------------------------------------------------------ tables */
 
 #define FN(pyname, impl, code)                                                               \
@@ -1620,6 +1766,9 @@ FN(randn_like, rand_like_fn, 1)
 METH(uniform_, fill_random_fn, 0)
 METH(normal_, fill_random_fn, 1)
 FN(from_dlpack, from_dlpack_fn, 0)
+FN(one_hot, one_hot_fn, 0)
+FN(cross_entropy, cross_entropy_fn, 0)
+FN(randperm, randperm_fn, 0)
 BOTH(bitwise_and, bitwise_fn, EV_BITWISE_AND)
 BOTH(bitwise_or, bitwise_fn, EV_BITWISE_OR)
 BOTH(bitwise_xor, bitwise_fn, EV_BITWISE_XOR)
@@ -1653,6 +1802,14 @@ PyMethodDef evpy_more_methods[] = {
     FN_ENTRY(randn_like, "randn_like(input, dtype=None, generator=None)")
     FN_ENTRY(from_dlpack, "from_dlpack(x): a new tensor holding a copy of the data of a "
                           "DLPack producer (an object with __dlpack__, or a capsule)")
+    FN_ENTRY(one_hot, "one_hot(index, num_classes=-1): int64 one-hot encoding of shape "
+                      "index.shape + (num_classes,); num_classes=-1 means max(index) + 1 and "
+                      "is a sync point (it reads index)")
+    FN_ENTRY(cross_entropy, "cross_entropy(input, target, reduction='mean'): stable "
+                            "cross-entropy of (N, C) logits against (N,) class indices; "
+                            "reduction 'none', 'mean' or 'sum'")
+    FN_ENTRY(randperm, "randperm(n, *, generator=None, dtype=int64): a random permutation "
+                       "of 0 .. n-1 from the counter-based generator")
     FN_ENTRY(bitwise_and, "bitwise_and(input, other): & of bool or integer tensors")
     FN_ENTRY(bitwise_or, "bitwise_or(input, other): | of bool or integer tensors")
     FN_ENTRY(bitwise_xor, "bitwise_xor(input, other): ^ of bool or integer tensors")

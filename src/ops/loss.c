@@ -1,0 +1,238 @@
+/* Ops driven by class indices: one_hot and cross_entropy. As in index.c,
+ * shapes and dtypes are checked on the issuing thread and the index values
+ * are read only by the kernel, so an index out of range fails the
+ * instruction with EV_EINDEX (DESIGN rule 6) and poisons the output instead
+ * of forcing a sync at the call. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/ops-impl.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline int64_t load_index(const char *p, ev_dtype d)
+{
+    return d == EV_INT32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+}
+
+static inline double load_float(const char *p, ev_dtype d)
+{
+    return d == EV_FLOAT32 ? (double)*(const float *)p : *(const double *)p;
+}
+
+static int check_class_index(const char *name, const char *what, const ev_tensor *t)
+{
+    if (t->dtype != EV_INT32 && t->dtype != EV_INT64) {
+        return ev__set_message(EV_ETYPE, "%s: %s must be int32 or int64, not %s", name, what,
+                               ev_dtype_name(t->dtype));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- one_hot */
+
+typedef struct onehot_arg {
+    ev_tensor *index, *out; /* both referenced; out is contiguous int64 */
+    int64_t classes;
+} onehot_arg;
+_Static_assert(sizeof(onehot_arg) <= EV_INLINE_ARG_SIZE, "onehot_arg must travel inline");
+
+static void onehot_drop(void *p)
+{
+    onehot_arg *a = p;
+    ev_tensor_unref(a->index);
+    ev_tensor_unref(a->out);
+}
+
+static int onehot_kernel(void *p, ev_kctx *kc)
+{
+    onehot_arg *a = p;
+    const ev_tensor *ix = a->index;
+    if (a->out->numel == 0) {
+        return 0;
+    }
+    int64_t *o = (int64_t *)ev__tensor_ptr(a->out);
+    memset(o, 0, (size_t)a->out->numel * sizeof *o);
+    int64_t esz = (int64_t)ev__dsize(ix->dtype);
+    const char *I = ev__tensor_ptr(ix);
+    /* Walks index in C order (any strides) with an odometer; row e of the
+     * contiguous output belongs to element e. */
+    int64_t idx[EV_MAX_DIMS] = {0}, off = 0;
+    for (int64_t e = 0; e < ix->numel; e++) {
+        int64_t v = load_index(I + off, ix->dtype);
+        if (v < 0 || v >= a->classes) {
+            return ev_kctx_fail(kc, EV_EINDEX, "one_hot: index %lld is out of range for "
+                                "num_classes %lld", (long long)v, (long long)a->classes);
+        }
+        o[e * a->classes + v] = 1;
+        for (int d = ix->ndim - 1; d >= 0; d--) {
+            off += ix->strides[d] * esz;
+            if (++idx[d] < ix->shape[d]) {
+                break;
+            }
+            off -= ix->strides[d] * esz * ix->shape[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+int ev_one_hot(const ev_exec *ex, ev_tensor *index, int64_t num_classes, ev_tensor **out)
+{
+    const char *name = "one_hot";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "index", index)) ||
+        (rc = check_class_index(name, "index", index))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    if (num_classes <= 0) {
+        return ev__set_message(EV_EINVAL, "%s: num_classes must be > 0, not %lld (infer it "
+                               "from max(index) + 1 before the call)", name,
+                               (long long)num_classes);
+    }
+    if (index->ndim + 1 > EV_MAX_DIMS) {
+        return ev__set_message(EV_EINVAL, "%s: index has %d dimensions; the result would "
+                               "exceed the maximum of %d", name, index->ndim, EV_MAX_DIMS);
+    }
+    int64_t shape[EV_MAX_DIMS];
+    memcpy(shape, index->shape, sizeof(int64_t) * (size_t)index->ndim);
+    shape[index->ndim] = num_classes;
+    ev_tensor *dst;
+    if ((rc = ev__check_shape(name, index->ndim + 1, shape)) ||
+        (rc = ev__tensor_new(ex, EV_INT64, index->ndim + 1, shape, &dst))) {
+        return rc;
+    }
+    onehot_arg a = {ev_tensor_ref(index), ev_tensor_ref(dst), num_classes};
+    rc = ev__submit(ex, name, onehot_kernel, &a, sizeof a, onehot_drop, &a.index, 1, &a.out,
+                    1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
+
+/* ---------------------------------------------------------- cross_entropy */
+
+static const char *const reduction_names[EV_REDUCTION_COUNT] = {
+#define EV_REDUCTION_STR(id, name) #name,
+    EV_REDUCTION_MAP(EV_REDUCTION_STR)
+#undef EV_REDUCTION_STR
+};
+
+const char *ev_reduction_name(int reduction)
+{
+    return reduction >= 0 && reduction < EV_REDUCTION_COUNT ? reduction_names[reduction]
+                                                            : "invalid";
+}
+
+typedef struct xent_arg {
+    ev_tensor *logits, *target, *out; /* referenced */
+    int reduction;
+} xent_arg;
+_Static_assert(sizeof(xent_arg) <= EV_INLINE_ARG_SIZE, "xent_arg must travel inline");
+
+static void xent_drop(void *p)
+{
+    xent_arg *a = p;
+    ev_tensor_unref(a->logits);
+    ev_tensor_unref(a->target);
+    ev_tensor_unref(a->out);
+}
+
+/* Rows are read in place through their strides in two passes (max, then
+ * the sum of exponentials), so no buffer is needed: rows are short and exp
+ * dominates the cost. */
+static int xent_kernel(void *p, ev_kctx *kc)
+{
+    xent_arg *a = p;
+    const ev_tensor *x = a->logits, *t = a->target, *o = a->out;
+    int64_t n = x->shape[0], c = x->shape[1];
+    int64_t xsz = (int64_t)ev__dsize(x->dtype), tsz = (int64_t)ev__dsize(t->dtype);
+    int64_t rs = x->strides[0] * xsz, cs = x->strides[1] * xsz, ts = t->strides[0] * tsz;
+    const char *X = ev__tensor_ptr(x), *T = ev__tensor_ptr(t);
+    char *O = ev__tensor_ptr(o);
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = load_index(T + i * ts, t->dtype);
+        if (k < 0 || k >= c) {
+            return ev_kctx_fail(kc, EV_EINDEX, "cross_entropy: target %lld is out of range "
+                                "for %lld classes (sample %lld)", (long long)k, (long long)c,
+                                (long long)i);
+        }
+        const char *row = X + i * rs;
+        double m = -INFINITY;
+        for (int64_t j = 0; j < c; j++) {
+            double v = load_float(row + j * cs, x->dtype);
+            /* NaN wins, so a NaN logit gives a NaN loss. */
+            m = v > m || v != v ? v : m;
+        }
+        double s = 0;
+        for (int64_t j = 0; j < c; j++) {
+            s += exp(load_float(row + j * cs, x->dtype) - m);
+        }
+        double loss = m + log(s) - load_float(row + k * cs, x->dtype);
+        if (a->reduction == EV_REDUCTION_NONE) {
+            int64_t os = o->strides[0] * xsz;
+            ev__cast_strided(O + i * os, o->dtype, 0, &loss, EV_FLOAT64, 0, 1);
+        } else {
+            total += loss;
+        }
+    }
+    if (a->reduction != EV_REDUCTION_NONE) {
+        /* 0/0 gives NaN for the mean of no samples, as PyTorch. */
+        double r = a->reduction == EV_REDUCTION_MEAN ? total / (double)n : total;
+        ev__cast_strided(O, o->dtype, 0, &r, EV_FLOAT64, 0, 1);
+    }
+    return 0;
+}
+
+int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target, int reduction,
+                     ev_tensor **out)
+{
+    const char *name = "cross_entropy";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "logits", logits)) ||
+        (rc = ev__check_tensor(name, "target", target))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    if (reduction < 0 || reduction >= EV_REDUCTION_COUNT) {
+        return ev__set_message(EV_EINVAL, "%s: invalid reduction %d (expected none, mean or "
+                               "sum)", name, reduction);
+    }
+    if (!ev_dtype_is_float(logits->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: logits must be float32 or float64, not %s",
+                               name, ev_dtype_name(logits->dtype));
+    }
+    if ((rc = check_class_index(name, "target", target))) {
+        return rc;
+    }
+    char sl[EV__SHAPE_STR_SIZE], st[EV__SHAPE_STR_SIZE];
+    ev__shape_str(logits->ndim, logits->shape, sl, sizeof sl);
+    ev__shape_str(target->ndim, target->shape, st, sizeof st);
+    if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0]) {
+        return ev__set_message(EV_EINVAL, "%s: expected logits (N, C) and target (N,), got "
+                               "logits %s and target %s", name, sl, st);
+    }
+    int none = reduction == EV_REDUCTION_NONE;
+    ev_tensor *dst;
+    if ((rc = ev__tensor_new(ex, logits->dtype, none ? 1 : 0, logits->shape, &dst))) {
+        return rc;
+    }
+    xent_arg a = {ev_tensor_ref(logits), ev_tensor_ref(target), ev_tensor_ref(dst), reduction};
+    ev_tensor *reads[2] = {a.logits, a.target};
+    rc = ev__submit(ex, name, xent_kernel, &a, sizeof a, xent_drop, reads, 2, &a.out, 1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}
