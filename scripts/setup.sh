@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
     build-essential cmake pkg-config clang libclang-rt-14-dev
     libopenblas-dev libstarpu-dev
-    python3-dev python3-setuptools python3-numpy python3-pytest
+    python3-dev python3-setuptools python3-numpy python3-pytest python3-hypothesis
     python3-matplotlib dataset-fashion-mnist
 )
 missing=()
