@@ -17,12 +17,18 @@ def where():
     return probe().item()
 
 
+def _records():
+    # (name, thread_uid, file, line, function, issue_ns, start_ns, end_ns, failed)
+    return [(r[0], r[4], r[6], r[7], r[8], r[9], r[10], r[11], r[12])
+            for r in ev._C._profile_records() if r[0] != "release"]
+
+
 @pytest.fixture
 def profile():
     ev.synchronize()
-    ev._C._profile_take()
+    ev._C._profile_records()
     ev._C._profile_enable(True)
-    yield lambda: [r for r in ev._C._profile_take() if r[0] != "release"]
+    yield _records
     ev._C._profile_enable(False)
 
 

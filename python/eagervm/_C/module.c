@@ -298,41 +298,6 @@ static PyObject *py_profile_enable(PyObject *mod, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* Returns the records so far as a list of tuples
- * (name, thread_uid, file, line, function, issue_ns, start_ns, end_ns, failed). */
-static PyObject *py_profile_take(PyObject *mod, PyObject *Py_UNUSED(ignored))
-{
-    ev_vm *vm = evpy_vm();
-    if (!vm) {
-        return NULL;
-    }
-    ev_prof_record *recs = NULL;
-    size_t n = 0;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ev_vm_profile_take(vm, &recs, &n);
-    Py_END_ALLOW_THREADS
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; list && i < n; i++) {
-        const ev_prof_record *r = &recs[i];
-        PyObject *item = Py_BuildValue(
-            "(sIzizLLLi)", r->name ? r->name : "instruction",
-            (unsigned int)r->stream.thread_uid, r->site ? r->site->file : NULL,
-            r->site ? r->site->line : 0, r->site ? r->site->function : NULL,
-            (long long)r->issue_ns, (long long)r->start_ns, (long long)r->end_ns, r->failed);
-        if (!item) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, item);
-    }
-    ev_free(recs);
-    return list;
-}
-
 static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
 {
     ev_vm *vm = evpy_vm();
@@ -363,9 +328,6 @@ static PyMethodDef module_methods[] = {
      "worker thread that ran it (tests only)."},
     {"_current_uid", py_current_uid, METH_NOARGS, "The calling thread's current uid."},
     {"_profile_enable", py_profile_enable, METH_O, "Turns instruction recording on/off."},
-    {"_profile_take", py_profile_take, METH_NOARGS,
-     "Waits for all work and returns the records so far as tuples (name, thread_uid, file, "
-     "line, function, issue_ns, start_ns, end_ns, failed)."},
     {"_stats", py_stats, METH_NOARGS, "Runtime and allocator counters."},
     {"_atexit", py_atexit, METH_NOARGS, "Finishes queued work at interpreter exit."},
     {NULL},
