@@ -319,6 +319,21 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
         (unsigned long long)rt_gen, "worker_wakes", (unsigned long long)s.worker_wakes);
 }
 
+/* The engine's fault-injection hook, exported for tests (src/core/internal.h
+ * documents it; the module does not include the engine's internals). */
+void ev__fail_alloc_after(long n);
+
+static PyObject *py_fail_alloc_after(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    ev__fail_alloc_after(n);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"synchronize", py_synchronize, METH_NOARGS,
      "synchronize()\n--\n\nWaits for every op issued so far (by any thread) and raises the "
@@ -329,6 +344,9 @@ static PyMethodDef module_methods[] = {
     {"_current_uid", py_current_uid, METH_NOARGS, "The calling thread's current uid."},
     {"_profile_enable", py_profile_enable, METH_O, "Turns instruction recording on/off."},
     {"_stats", py_stats, METH_NOARGS, "Runtime and allocator counters."},
+    {"_fail_alloc_after", py_fail_alloc_after, METH_O,
+     "Test hook: the allocation after n more succeed fails, and every one after it, "
+     "until called with n < 0."},
     {"_atexit", py_atexit, METH_NOARGS, "Finishes queued work at interpreter exit."},
     {NULL},
 };
