@@ -214,6 +214,7 @@ typedef struct ev_worker {
     ev_instr *returned_local;        /* finished instrs, batched before publishing */
     uint32_t returned_count;
     ev__defer_batch *defer_fill;     /* owned; deferred calls being collected */
+    uint64_t *seen_done;             /* owned; [uid] = a completed seq seen there */
     /* What the worker is doing, for stall reports. */
     _Atomic(const char *) running_name;
     _Atomic uint64_t running_seq;

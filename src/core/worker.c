@@ -212,13 +212,24 @@ static void wait_deps(ev_vm *vm, ev_worker *w, const ev_instr *ins)
 {
     for (uint32_t i = 0; i < ins->n_deps; i++) {
         ev_dep d = ins->deps[i];
-        if (ev__dep_done(vm, d)) {
+        /* Known finished already: reading the producer's counter again would
+         * miss the cache (its worker writes it on every instruction), and
+         * readers of one output all ask about the same producer. */
+        if (d.seq <= w->seen_done[d.uid]) {
             continue;
         }
-        atomic_store_explicit(&w->waiting_uid, d.uid, memory_order_relaxed);
-        atomic_store_explicit(&w->waiting_seq, d.seq, memory_order_relaxed);
-        ev__wait_dep(vm, d, -1);
-        atomic_store_explicit(&w->waiting_seq, 0, memory_order_relaxed);
+        ev_worker *p = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
+        /* acquire: what the producer wrote is visible from here on, to this
+         * thread, which is why the remembered value can be trusted later. */
+        uint64_t done = atomic_load_explicit(&p->completed, memory_order_acquire);
+        if (done < d.seq) {
+            atomic_store_explicit(&w->waiting_uid, d.uid, memory_order_relaxed);
+            atomic_store_explicit(&w->waiting_seq, d.seq, memory_order_relaxed);
+            ev__wait_dep(vm, d, -1);
+            atomic_store_explicit(&w->waiting_seq, 0, memory_order_relaxed);
+            done = d.seq;
+        }
+        w->seen_done[d.uid] = done;
     }
 }
 
@@ -448,7 +459,10 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     snprintf(text, sizeof text, "out of memory recording the failure of an instruction on "
              "thread uid %u", uid);
     w->oom_error = ev__error_new(EV_ENOMEM, text, "instruction", NULL, uid, 0);
-    if (!w->oom_error) {
+    w->seen_done = ev__calloc(vm->limit + 1, sizeof *w->seen_done);
+    if (!w->oom_error || !w->seen_done) {
+        ev_error_unref(w->oom_error);
+        ev__free(w->seen_done);
         ev__free(mem);
         return ev__set_message(EV_ENOMEM, "out of memory starting the worker of thread uid %u",
                                uid);
@@ -466,6 +480,7 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
         pthread_mutex_destroy(&w->prof_lock);
         pthread_mutex_destroy(&w->recent_lock);
         ev_error_unref(w->oom_error);
+        ev__free(w->seen_done);
         ev__free(mem);
         return ev__set_message(EV_ETHREAD, "cannot start the worker of thread uid %u: %s", uid,
                                strerror(rc));
@@ -486,6 +501,7 @@ void ev__worker_stop(ev_worker *w)
         ev_error_unref(w->recent_errors[i].err);
     }
     ev_error_unref(w->oom_error);
+    ev__free(w->seen_done);
     if (w->defer_fill) {
         if (w->defer_fill->n) {
             ev__flush_deferred(w); /* ev_vm_destroy runs them next */
