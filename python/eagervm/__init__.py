@@ -8,7 +8,17 @@ runs with eagervm.asyncs.Thread and eagervm.asyncs.thread.
 Set EAGERVM_SYNC=1 to make every op wait for its result before returning, so
 that a failure inside a kernel raises at the line that issued it (debugging).
 """
-from . import _C
+import os as _os
+
+# OpenBLAS's helper threads busy-wait after each multi-threaded call for up
+# to 2**28 cycles by default, taking a core from our workers for a good
+# fraction of a second (tiny ops ran 3x slower after a large matmul). Ask
+# them to sleep soon instead. OpenBLAS reads this when it loads, so it
+# takes effect only if nothing (NumPy) loaded OpenBLAS before us; a value
+# the user set is kept.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+from . import _C  # noqa: E402
 from ._C import (  # noqa: F401  (the public API)
     Tensor, dtype, bool, int32, int64, float32, float64,
     tensor, from_numpy, empty, zeros, ones, full, empty_like, zeros_like, ones_like,
