@@ -22,9 +22,8 @@ ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
+import eagervm as ev  # noqa: E402  (first: it tunes OpenBLAS before NumPy loads it)
 import numpy as np  # noqa: E402
-
-import eagervm as ev  # noqa: E402
 import fashion_mnist as fm  # noqa: E402
 from eagervm.datasets import mnist  # noqa: E402
 

@@ -18,9 +18,9 @@ import argparse
 import statistics
 import time
 
-import numpy as np
+import eagervm as ev  # first: it sets OPENBLAS_THREAD_TIMEOUT before OpenBLAS loads
+import numpy as np  # noqa: E402
 
-import eagervm as ev
 
 try:
     import torch

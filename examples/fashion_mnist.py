@@ -41,9 +41,8 @@ _CHECKOUT = os.path.normpath(os.path.join(HERE, "..", "python"))
 if os.path.isdir(os.path.join(_CHECKOUT, "eagervm")):
     sys.path.insert(0, _CHECKOUT)  # run from a checkout: use its in-place build
 
+import eagervm as ev  # noqa: E402  (first: it tunes OpenBLAS before NumPy loads it)
 import numpy as np  # noqa: E402
-
-import eagervm as ev  # noqa: E402
 from eagervm.datasets import mnist  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's pixel mean and std (after / 255)
