@@ -287,7 +287,6 @@ struct ev_vm {
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;
     /* Counted under submit_lock: plain adds, no bus-locked instruction. */
     uint64_t n_submitted, n_cross_edges, n_stream_edges, n_wakes;
-    _Atomic uint64_t n_completed;
     uint32_t workers_started;     /* guarded by submit_lock */
     struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */
 };
