@@ -232,8 +232,11 @@ int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
     }
     int64_t numel = shape_numel(ndim, shape);
     size_t nbytes = (size_t)numel * ev__dsize(dtype);
-    if (nbytes >= ((size_t)1 << 16)) {
-        limit_inflight_bytes(ex, nbytes); /* small tensors cannot add up to much */
+    /* Below 256 KiB a storage is not counted: EAGERVM_MAX_PENDING bounds
+     * how many can be in flight (8192 x 256 KiB = 2 GiB at most), and
+     * counting them would make loops of small ops wait at issue. */
+    if (nbytes >= ((size_t)256 << 10)) {
+        limit_inflight_bytes(ex, nbytes);
     }
     ev__storage *s = NULL;
     int rc = storage_new(ex, nbytes, &s);
