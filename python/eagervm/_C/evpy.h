@@ -169,4 +169,16 @@ static inline int evpy_maybe_sync(ev_tensor *t)
 int evpy_parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                     const char *const *names, int npos, int nreq, PyObject **out);
 
+/* Argument helpers shared by the op bindings (ops.c). Each raises and
+ * returns NULL/-1 on a bad argument; fn names the Python function. */
+ev_tensor *evpy_need_tensor(const char *fn, PyObject *obj);
+int evpy_parse_int(const char *fn, const char *what, PyObject *obj, long *out);
+int evpy_is_py_scalar(PyObject *obj);
+/* 1 if obj could be an operator's operand (else NotImplemented). */
+int evpy_operand_like(PyObject *obj);
+/* The module state of whichever of a, b is a Tensor. */
+evpy_state *evpy_state_of_pair(PyObject *a, PyObject *b);
+/* An op's result: raises for rc != 0, waits under EAGERVM_SYNC, wraps out. */
+PyObject *evpy_finish(evpy_state *st, int rc, ev_tensor *out);
+
 #endif

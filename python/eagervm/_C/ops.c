@@ -61,7 +61,7 @@ int evpy_parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyO
     return 0;
 }
 
-static ev_tensor *need_tensor(const char *fn, PyObject *obj)
+ev_tensor *evpy_need_tensor(const char *fn, PyObject *obj)
 {
     if (!evpy_tensor_check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s(): expected a Tensor, got %.100s", fn,
@@ -76,7 +76,7 @@ static int parse_bool(PyObject *obj, int dflt)
     return obj ? PyObject_IsTrue(obj) : dflt;
 }
 
-static int parse_int(const char *fn, const char *what, PyObject *obj, long *out)
+int evpy_parse_int(const char *fn, const char *what, PyObject *obj, long *out)
 {
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s(): %s must be an integer, not %.100s", fn, what,
@@ -104,7 +104,7 @@ static int parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int 
         for (Py_ssize_t i = 0; i < n; i++) {
             long d;
             PyObject *it = PySequence_GetItem(obj, i);
-            int rc = it ? parse_int(fn, "dim", it, &d) : -1;
+            int rc = it ? evpy_parse_int(fn, "dim", it, &d) : -1;
             Py_XDECREF(it);
             if (rc) {
                 return -1;
@@ -115,7 +115,7 @@ static int parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int 
         return 0;
     }
     long d;
-    if (parse_int(fn, "dim", obj, &d) != 0) {
+    if (evpy_parse_int(fn, "dim", obj, &d) != 0) {
         return -1;
     }
     dims[0] = (int)d;
@@ -149,7 +149,7 @@ static int to_scalar(const char *fn, PyObject *obj, ev_scalar *out)
 }
 
 /* The result of an op: raise on failure, wait under EAGERVM_SYNC, wrap. */
-static PyObject *finish(evpy_state *st, int rc, ev_tensor *out)
+PyObject *evpy_finish(evpy_state *st, int rc, ev_tensor *out)
 {
     if (rc) {
         return evpy_raise(rc);
@@ -228,7 +228,7 @@ static ev_dtype weak_dtype(PyObject *obj, const ev_tensor *like)
     return lkind == EV_KIND_FLOAT ? ld : EV_FLOAT32;
 }
 
-static int is_py_scalar(PyObject *obj)
+int evpy_is_py_scalar(PyObject *obj)
 {
     return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj);
 }
@@ -241,7 +241,7 @@ int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out
         return *out ? 0 : -1;
     }
     *owned = 1;
-    if (is_py_scalar(obj)) {
+    if (evpy_is_py_scalar(obj)) {
         return scalar_tensor(weak_dtype(obj, like), obj, out);
     }
     return evpy_tensor_from_data(st, obj, -1, out);
@@ -249,9 +249,9 @@ int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out
 
 /* 1 if obj could be an operand (operators return NotImplemented otherwise,
  * so Python may try the other side). */
-static int operand_like(PyObject *obj)
+int evpy_operand_like(PyObject *obj)
 {
-    return evpy_tensor_check(obj) || is_py_scalar(obj) || PyList_Check(obj) ||
+    return evpy_tensor_check(obj) || evpy_is_py_scalar(obj) || PyList_Check(obj) ||
            PyTuple_Check(obj) || PyObject_CheckBuffer(obj);
 }
 
@@ -278,7 +278,7 @@ PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b)
     }
     ev_tensor *out;
     int rc = ev_binary(&ex, op, ta, tb, &out);
-    res = finish(st, rc, out);
+    res = evpy_finish(st, rc, out);
 done:
     if (own_a) {
         ev_tensor_unref(ta);
@@ -339,7 +339,7 @@ static PyObject *binary_inplace_fn(evpy_state *st, int op, PyObject *const *args
     static const char *const names[] = {"input", "other", NULL};
     PyObject *a[2];
     if (evpy_parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0 ||
-        !need_tensor(binary_name(op), a[0])) {
+        !evpy_need_tensor(binary_name(op), a[0])) {
         return NULL;
     }
     return binary_inplace(st, op, a[0], a[1]);
@@ -366,7 +366,7 @@ static PyObject *unary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssiz
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
         int rc = ev_unary(&ex, op, x, &out);
-        res = finish(st, rc, out);
+        res = evpy_finish(st, rc, out);
     }
     if (own) {
         ev_tensor_unref(x);
@@ -383,7 +383,7 @@ static PyObject *unary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
     ev_tensor *x;
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
     int rc = ev_unary_(&ex, op, x);
@@ -404,7 +404,7 @@ static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py
     PyObject *a[3];
     ev_tensor *x;
     if (evpy_parse_args("clamp", args, nargs, kwnames, names, 3, 1, a) != 0 ||
-        !(x = need_tensor("clamp", a[0]))) {
+        !(x = evpy_need_tensor("clamp", a[0]))) {
         return NULL;
     }
     ev_scalar lo, hi;
@@ -426,7 +426,7 @@ static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py
     }
     ev_tensor *out;
     int rc = ev_clamp(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* to(dtype) / cast(input, dtype): always a new tensor, as ev_cast. */
@@ -438,7 +438,7 @@ static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_tensor *x;
     int dtype;
     if (evpy_parse_args("to", args, nargs, kwnames, names, 2, 2, a) != 0 ||
-        !(x = need_tensor("to", a[0])) || evpy_parse_dtype(st, a[1], &dtype) != 0) {
+        !(x = evpy_need_tensor("to", a[0])) || evpy_parse_dtype(st, a[1], &dtype) != 0) {
         return NULL;
     }
     if (dtype < 0) {
@@ -451,7 +451,7 @@ static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     }
     ev_tensor *out;
     int rc = ev_cast(&ex, x, (ev_dtype)dtype, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* -------------------------------------------------------------- reductions */
@@ -466,7 +466,7 @@ static PyObject *reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssi
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        !(x = evpy_need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
         (keep = parse_bool(a[2], 0)) < 0) {
         return NULL;
     }
@@ -476,7 +476,7 @@ static PyObject *reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssi
     }
     ev_tensor *out;
     int rc = ev_reduce(&ex, op, x, ndims, all ? NULL : dims, keep, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* argmax/argmin(input, dim=None, keepdim=False); code 0 argmax, 1 argmin. */
@@ -490,11 +490,11 @@ static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     int keep;
     long d = 0;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || (keep = parse_bool(a[2], 0)) < 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || (keep = parse_bool(a[2], 0)) < 0) {
         return NULL;
     }
     int has_dim = a[1] && a[1] != Py_None;
-    if (has_dim && parse_int(fn, "dim", a[1], &d) != 0) {
+    if (has_dim && evpy_parse_int(fn, "dim", a[1], &d) != 0) {
         return NULL;
     }
     ev_exec ex;
@@ -504,7 +504,7 @@ static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     int dim = (int)d;
     ev_tensor *out;
     int rc = (code ? ev_argmin : ev_argmax)(&ex, x, has_dim ? &dim : NULL, keep, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* var/std(input, dim=None, *, correction=1, keepdim=False, unbiased=None);
@@ -519,7 +519,7 @@ static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        !(x = evpy_need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
         (keep = parse_bool(a[3], 0)) < 0) {
         return NULL;
     }
@@ -543,7 +543,7 @@ static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     }
     ev_tensor *out;
     int rc = (code ? ev_std : ev_var)(&ex, x, ndims, all ? NULL : dims, correction, keep, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* softmax/log_softmax(input, dim); code 0 softmax, 1 log_softmax. */
@@ -556,7 +556,7 @@ static PyObject *softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_
     ev_tensor *x;
     long d;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 2, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || parse_int(fn, "dim", a[1], &d) != 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_parse_int(fn, "dim", a[1], &d) != 0) {
         return NULL;
     }
     ev_exec ex;
@@ -565,7 +565,7 @@ static PyObject *softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_
     }
     ev_tensor *out;
     int rc = (code ? ev_log_softmax : ev_softmax)(&ex, x, (int)d, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *matmul_objs(evpy_state *st, PyObject *a, PyObject *b)
@@ -581,7 +581,7 @@ static PyObject *matmul_objs(evpy_state *st, PyObject *a, PyObject *b)
         if (evpy_exec(&ex) == 0) {
             ev_tensor *out;
             int rc = ev_matmul(&ex, ta, tb, &out);
-            res = finish(st, rc, out);
+            res = evpy_finish(st, rc, out);
         }
         if (own_b) {
             ev_tensor_unref(tb);
@@ -619,7 +619,7 @@ static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
         return NULL;
     }
     ev_tensor *x;
-    if (nargs < 1 || !(x = need_tensor(fn, args[0]))) {
+    if (nargs < 1 || !(x = evpy_need_tensor(fn, args[0]))) {
         if (nargs < 1) {
             PyErr_Format(PyExc_TypeError, "%s() missing required argument 'input'", fn);
         }
@@ -654,7 +654,7 @@ static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
         }
         rc = ev_reshape(&ex, x, nd, shape, &out);
     }
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -665,13 +665,13 @@ static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_
     ev_tensor *x;
     ev_exec ex;
     if (evpy_parse_args("flatten", args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = need_tensor("flatten", a[0])) || evpy_exec(&ex) != 0) {
+        !(x = evpy_need_tensor("flatten", a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
     int64_t shape[1] = {-1};
     ev_tensor *out;
     int rc = ev_reshape(&ex, x, 1, shape, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -682,13 +682,13 @@ static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, P
     ev_tensor *x;
     long d0, d1;
     if (evpy_parse_args("transpose", args, nargs, kwnames, names, 3, 3, a) != 0 ||
-        !(x = need_tensor("transpose", a[0])) || parse_int("transpose", "dim0", a[1], &d0) ||
-        parse_int("transpose", "dim1", a[2], &d1)) {
+        !(x = evpy_need_tensor("transpose", a[0])) || evpy_parse_int("transpose", "dim0", a[1], &d0) ||
+        evpy_parse_int("transpose", "dim1", a[2], &d1)) {
         return NULL;
     }
     ev_tensor *out;
     int rc = ev_transpose(x, (int)d0, (int)d1, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* squeeze(input, dim=None) (code 0) and unsqueeze(input, dim) (code 1). */
@@ -700,18 +700,18 @@ static PyObject *squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_
     const char *fn = code ? "unsqueeze" : "squeeze";
     ev_tensor *x;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1 + code, a) != 0 ||
-        !(x = need_tensor(fn, a[0]))) {
+        !(x = evpy_need_tensor(fn, a[0]))) {
         return NULL;
     }
     long d = 0;
     int has = a[1] && a[1] != Py_None;
-    if (has && parse_int(fn, "dim", a[1], &d) != 0) {
+    if (has && evpy_parse_int(fn, "dim", a[1], &d) != 0) {
         return NULL;
     }
     ev_tensor *out;
     int rc = code ? ev_unsqueeze(x, (int)d, &out)
                   : has ? ev_squeeze(x, (int)d, &out) : ev_squeeze_all(x, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* contiguous (code 0) and clone (code 1, always a copy). */
@@ -724,12 +724,12 @@ static PyObject *contiguous_fn(evpy_state *st, int code, PyObject *const *args,
     ev_tensor *x;
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_tensor *out;
     int rc = code ? ev_cast(&ex, x, ev_tensor_dtype(x), &out) : ev_contiguous(&ex, x, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* copy_(self, src) (code 0) and fill_(self, value) (code 1). */
@@ -743,7 +743,7 @@ static PyObject *write_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
     ev_tensor *x;
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, code ? fnames : names, 2, 2, a) != 0 ||
-        !(x = need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
     int rc;
@@ -792,7 +792,7 @@ static PyObject *tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     if (evpy_tensor_from_data(st, a[0], dtype, &out) != 0) {
         return NULL;
     }
-    return finish(st, 0, out);
+    return evpy_finish(st, 0, out);
 }
 
 /* Shape as varargs or one sequence, then keyword dtype (and fill_value for
@@ -828,7 +828,7 @@ static PyObject *fill_create_fn(evpy_state *st, int code, PyObject *const *args,
     int rc = code == 0 ? ev_empty(&ex, d, nd, shape, &out)
              : code == 1 ? ev_zeros(&ex, d, nd, shape, &out)
                          : ev_ones(&ex, d, nd, shape, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static ev_dtype scalar_default_dtype(const ev_scalar *v)
@@ -856,7 +856,7 @@ static PyObject *full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_tensor *out;
     int rc = ev_full(&ex, dtype < 0 ? scalar_default_dtype(&v) : (ev_dtype)dtype, nd, shape, v,
                      &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* *_like(input, [fill_value,] dtype=None): code 0 empty, 1 zeros, 2 ones, 3 full. */
@@ -873,7 +873,7 @@ static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_scalar v = ev_scalar_int(code == 2 ? 1 : 0);
     if (evpy_parse_args(fns[code], args, nargs, kwnames, full ? fnames : names, 1 + full, 1 + full,
                    a) != 0 ||
-        !(x = need_tensor(fns[code], a[0])) ||
+        !(x = evpy_need_tensor(fns[code], a[0])) ||
         evpy_parse_dtype(st, a[1 + full], &dtype) != 0 ||
         (full && to_scalar(fns[code], a[1], &v) != 0)) {
         return NULL;
@@ -886,7 +886,7 @@ static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_tensor *out;
     int rc = code == 0 ? ev_empty(&ex, d, ev_tensor_ndim(x), ev_tensor_shape(x), &out)
                        : ev_full(&ex, d, ev_tensor_ndim(x), ev_tensor_shape(x), v, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -917,7 +917,7 @@ static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     }
     ev_tensor *out;
     int rc = ev_arange(&ex, start, stop, step, (ev_dtype)dtype, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -929,7 +929,7 @@ static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py
     long steps;
     if (evpy_parse_args("linspace", args, nargs, kwnames, names, 3, 3, a) != 0 ||
         evpy_parse_dtype(st, a[3], &dtype) != 0 ||
-        parse_int("linspace", "steps", a[2], &steps) != 0) {
+        evpy_parse_int("linspace", "steps", a[2], &steps) != 0) {
         return NULL;
     }
     double lo = PyFloat_AsDouble(a[0]);
@@ -946,7 +946,7 @@ static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py
     }
     ev_tensor *out;
     int rc = ev_linspace(&ex, lo, hi, steps, dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -957,8 +957,8 @@ static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     int dtype;
     long n, m = -1;
     if (evpy_parse_args("eye", args, nargs, kwnames, names, 2, 1, a) != 0 ||
-        parse_int("eye", "n", a[0], &n) != 0 ||
-        (a[1] && a[1] != Py_None && parse_int("eye", "m", a[1], &m) != 0) ||
+        evpy_parse_int("eye", "n", a[0], &n) != 0 ||
+        (a[1] && a[1] != Py_None && evpy_parse_int("eye", "m", a[1], &m) != 0) ||
         evpy_parse_dtype(st, a[2], &dtype) != 0) {
         return NULL;
     }
@@ -972,7 +972,7 @@ static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
     }
     ev_tensor *out;
     int rc = ev_eye(&ex, n, m, dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype, &out);
-    return finish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* ----------------------------------------------------- functions, methods */
@@ -1159,7 +1159,7 @@ PyMethodDef evpy_tensor_op_methods[] = {
 
 /* --------------------------------------------------------------- operators */
 
-static evpy_state *state_of_pair(PyObject *a, PyObject *b)
+evpy_state *evpy_state_of_pair(PyObject *a, PyObject *b)
 {
     return evpy_state_of_type(Py_TYPE(evpy_tensor_check(a) ? a : b));
 }
@@ -1167,17 +1167,17 @@ static evpy_state *state_of_pair(PyObject *a, PyObject *b)
 #define BINOP(slot, op)                                                  \
     static PyObject *nb_##slot(PyObject *a, PyObject *b)                 \
     {                                                                    \
-        if (!operand_like(a) || !operand_like(b)) {                      \
+        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                      \
             Py_RETURN_NOTIMPLEMENTED;                                    \
         }                                                                \
-        return evpy_binary(state_of_pair(a, b), op, a, b);               \
+        return evpy_binary(evpy_state_of_pair(a, b), op, a, b);               \
     }                                                                    \
     static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)         \
     {                                                                    \
-        if (!evpy_tensor_check(a) || !operand_like(b)) {                 \
+        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                 \
             Py_RETURN_NOTIMPLEMENTED;                                    \
         }                                                                \
-        return binary_inplace(state_of_pair(a, b), op, a, b);            \
+        return binary_inplace(evpy_state_of_pair(a, b), op, a, b);            \
     }
 
 BINOP(add, EV_OP_ADD)
@@ -1198,7 +1198,7 @@ static int is_bool_operand(PyObject *o)
 #define LOGICOP(slot, op)                                                                   \
     static PyObject *nb_##slot(PyObject *a, PyObject *b)                                    \
     {                                                                                       \
-        if (!operand_like(a) || !operand_like(b)) {                                         \
+        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                                         \
             Py_RETURN_NOTIMPLEMENTED;                                                       \
         }                                                                                   \
         if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
@@ -1207,18 +1207,18 @@ static int is_bool_operand(PyObject *o)
                                                    "eagervm)");                             \
             return NULL;                                                                    \
         }                                                                                   \
-        return evpy_binary(state_of_pair(a, b), op, a, b);                                  \
+        return evpy_binary(evpy_state_of_pair(a, b), op, a, b);                                  \
     }                                                                                       \
     static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)                            \
     {                                                                                       \
-        if (!evpy_tensor_check(a) || !operand_like(b)) {                                    \
+        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                                    \
             Py_RETURN_NOTIMPLEMENTED;                                                       \
         }                                                                                   \
         if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
             PyErr_SetString(PyExc_TypeError, #slot " is only supported on bool tensors");   \
             return NULL;                                                                    \
         }                                                                                   \
-        return binary_inplace(state_of_pair(a, b), op, a, b);                               \
+        return binary_inplace(evpy_state_of_pair(a, b), op, a, b);                               \
     }
 
 LOGICOP(and, EV_OP_LOGICAL_AND)
@@ -1231,26 +1231,26 @@ static PyObject *nb_power(PyObject *a, PyObject *b, PyObject *mod)
         PyErr_SetString(PyExc_TypeError, "pow() with a modulus is not supported");
         return NULL;
     }
-    if (!operand_like(a) || !operand_like(b)) {
+    if (!evpy_operand_like(a) || !evpy_operand_like(b)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return evpy_binary(state_of_pair(a, b), EV_OP_POW, a, b);
+    return evpy_binary(evpy_state_of_pair(a, b), EV_OP_POW, a, b);
 }
 
 static PyObject *nb_inplace_power(PyObject *a, PyObject *b, PyObject *mod)
 {
-    if (mod != Py_None || !evpy_tensor_check(a) || !operand_like(b)) {
+    if (mod != Py_None || !evpy_tensor_check(a) || !evpy_operand_like(b)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return binary_inplace(state_of_pair(a, b), EV_OP_POW, a, b);
+    return binary_inplace(evpy_state_of_pair(a, b), EV_OP_POW, a, b);
 }
 
 static PyObject *nb_matmul(PyObject *a, PyObject *b)
 {
-    if (!operand_like(a) || !operand_like(b)) {
+    if (!evpy_operand_like(a) || !evpy_operand_like(b)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
-    return matmul_objs(state_of_pair(a, b), a, b);
+    return matmul_objs(evpy_state_of_pair(a, b), a, b);
 }
 
 static PyObject *unary_obj(PyObject *self, int op)
@@ -1286,14 +1286,14 @@ static PyObject *nb_invert(PyObject *self)
 
 PyObject *evpy_tensor_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if (!operand_like(b)) {
+    if (!evpy_operand_like(b)) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     static const int map[] = {
         [Py_LT] = EV_OP_LT, [Py_LE] = EV_OP_LE, [Py_EQ] = EV_OP_EQ,
         [Py_NE] = EV_OP_NE, [Py_GT] = EV_OP_GT, [Py_GE] = EV_OP_GE,
     };
-    return evpy_binary(state_of_pair(a, b), map[op], a, b);
+    return evpy_binary(evpy_state_of_pair(a, b), map[op], a, b);
 }
 
 PyType_Slot evpy_tensor_op_slots[] = {

@@ -17,27 +17,6 @@
 
 #define MAX_ARGS 8
 
-static ev_tensor *mtensor(const char *fn, PyObject *obj)
-{
-    if (!evpy_tensor_check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): expected a Tensor, got %.100s", fn,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    return evpy_tensor_get(obj);
-}
-
-static int mint(const char *fn, const char *what, PyObject *obj, long *out)
-{
-    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): %s must be an integer, not %.100s", fn, what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = PyLong_AsLong(obj);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
 static int mdouble(PyObject *obj, double dflt, double *out)
 {
     if (!obj) {
@@ -46,18 +25,6 @@ static int mdouble(PyObject *obj, double dflt, double *out)
     }
     *out = PyFloat_AsDouble(obj);
     return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
-}
-
-static PyObject *mfinish(evpy_state *st, int rc, ev_tensor *out)
-{
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    if (evpy_maybe_sync(out) != 0) {
-        ev_tensor_unref(out);
-        return NULL;
-    }
-    return evpy_tensor_wrap(st, out);
 }
 
 /* An operand that may be a Tensor, a Python scalar or data; *own says it
@@ -74,11 +41,6 @@ static void op_release(operand *o)
     }
     o->t = NULL;
     o->own = 0;
-}
-
-static int is_py_scalar(PyObject *obj)
-{
-    return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj);
 }
 
 /* Converts a and b to tensors; a Python scalar takes its dtype from the
@@ -152,7 +114,7 @@ static PyObject *where_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
         if (evpy_exec(&ex) == 0) {
             ev_tensor *out;
             int rc = ev_where(&ex, oc.t, ox.t, oy.t, &out);
-            res = mfinish(st, rc, out);
+            res = evpy_finish(st, rc, out);
         }
         op_release(&ox);
         op_release(&oy);
@@ -170,7 +132,7 @@ static PyObject *join_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     PyObject *a[2];
     long dim = 0;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
-        (a[1] && mint(fn, "dim", a[1], &dim) != 0)) {
+        (a[1] && evpy_parse_int(fn, "dim", a[1], &dim) != 0)) {
         return NULL;
     }
     if (evpy_tensor_check(a[0]) || !PySequence_Check(a[0])) {
@@ -206,7 +168,7 @@ static PyObject *join_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
         int rc = (code ? ev_stack : ev_cat)(&ex, ts, (int)n, (int)dim, &out);
-        res = mfinish(st, rc, out);
+        res = evpy_finish(st, rc, out);
     }
 done:
     for (Py_ssize_t i = 0; i < got; i++) {
@@ -238,8 +200,8 @@ static PyObject *select_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     PyObject *a[4];
     ev_tensor *x;
     long dim = 0;
-    if (evpy_parse_args(fn, args, nargs, kwnames, names, na, na, a) != 0 || !(x = mtensor(fn, a[0])) ||
-        (code != SEL_TAKE && mint(fn, "dim", a[1], &dim) != 0)) {
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, na, na, a) != 0 || !(x = evpy_need_tensor(fn, a[0])) ||
+        (code != SEL_TAKE && evpy_parse_int(fn, "dim", a[1], &dim) != 0)) {
         return NULL;
     }
     operand oi = {NULL, 0}, os = {NULL, 0};
@@ -279,7 +241,7 @@ static PyObject *select_fn(evpy_state *st, int code, PyObject *const *args, Py_s
         }
         goto done;
     }
-    res = mfinish(st, rc, out);
+    res = evpy_finish(st, rc, out);
 done:
     op_release(&oi);
     op_release(&os);
@@ -470,7 +432,7 @@ static PyObject *rand_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     ev_dtype d = dtype < 0 ? EV_FLOAT32 : (ev_dtype)dtype;
     ev_tensor *out;
     int rc = (code ? ev_randn : ev_rand)(&ex, gen, d, nd, shape, &out);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* randint(low=0, high, size, *, generator=None, dtype=int64), as PyTorch:
@@ -528,7 +490,7 @@ static PyObject *randint_fn(evpy_state *st, int code, PyObject *const *args, Py_
     ev_tensor *out;
     int rc = ev_randint(&ex, gen, lo, hi, dtype < 0 ? EV_INT64 : (ev_dtype)dtype, nd, shape,
                         &out);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* rand_like/randn_like(input, dtype=None, generator=None); code 0/1. */
@@ -541,7 +503,7 @@ static PyObject *rand_like_fn(evpy_state *st, int code, PyObject *const *args, P
     ev_tensor *x;
     int dtype;
     ev_generator *gen;
-    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 || !(x = mtensor(fn, a[0])) ||
+    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 || !(x = evpy_need_tensor(fn, a[0])) ||
         evpy_parse_dtype(st, a[1], &dtype) != 0 || parse_generator(st, fn, a[2], &gen) != 0) {
         return NULL;
     }
@@ -553,7 +515,7 @@ static PyObject *rand_like_fn(evpy_state *st, int code, PyObject *const *args, P
     ev_dtype d = dtype < 0 ? ev_tensor_dtype(x) : (ev_dtype)dtype;
     int rc = (code ? ev_randn : ev_rand)(&ex, gen, d, ev_tensor_ndim(x), ev_tensor_shape(x),
                                          &out);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* self.uniform_(from=0, to=1, *, generator=None) (code 0) and
@@ -569,7 +531,7 @@ static PyObject *fill_random_fn(evpy_state *st, int code, PyObject *const *args,
     double p0, p1;
     ev_generator *gen;
     if (evpy_parse_args(fn, args, nargs, kwnames, code ? nn : un, 3, 1, a) != 0 ||
-        !(x = mtensor(fn, a[0])) || mdouble(a[1], 0.0, &p0) != 0 ||
+        !(x = evpy_need_tensor(fn, a[0])) || mdouble(a[1], 0.0, &p0) != 0 ||
         mdouble(a[2], 1.0, &p1) != 0 || parse_generator(st, fn, a[3], &gen) != 0) {
         return NULL;
     }
@@ -611,7 +573,7 @@ static PyObject *bitwise_objs(evpy_state *st, int code, PyObject *a, PyObject *b
     const char *fn = ev_bitwise_op_name(op);
     ev_exec ex;
     if (inplace) {
-        ev_tensor *x = mtensor(fn, a);
+        ev_tensor *x = evpy_need_tensor(fn, a);
         operand ob = {NULL, 0};
         if (!x || evpy_operand(st, b, x, &ob.t, &ob.own) != 0) {
             return NULL;
@@ -631,7 +593,7 @@ static PyObject *bitwise_objs(evpy_state *st, int code, PyObject *a, PyObject *b
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
         int rc = ev_bitwise(&ex, op, oa.t, ob.t, &out);
-        res = mfinish(st, rc, out);
+        res = evpy_finish(st, rc, out);
     }
     op_release(&oa);
     op_release(&ob);
@@ -640,7 +602,7 @@ static PyObject *bitwise_objs(evpy_state *st, int code, PyObject *a, PyObject *b
 
 static PyObject *bitwise_not_obj(evpy_state *st, int inplace, PyObject *a)
 {
-    ev_tensor *x = mtensor(inplace ? "bitwise_not_" : "bitwise_not", a);
+    ev_tensor *x = evpy_need_tensor(inplace ? "bitwise_not_" : "bitwise_not", a);
     ev_exec ex;
     if (!x || evpy_exec(&ex) != 0) {
         return NULL;
@@ -654,7 +616,7 @@ static PyObject *bitwise_not_obj(evpy_state *st, int inplace, PyObject *a)
     }
     ev_tensor *out;
     int rc = ev_bitwise_not(&ex, x, &out);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 static PyObject *bitwise_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
@@ -676,31 +638,20 @@ static PyObject *bitwise_fn(evpy_state *st, int code, PyObject *const *args, Py_
     return bitwise_objs(st, code, a[0], a[1]);
 }
 
-static int operand_like(PyObject *obj)
-{
-    return evpy_tensor_check(obj) || is_py_scalar(obj) || PyList_Check(obj) ||
-           PyTuple_Check(obj) || PyObject_CheckBuffer(obj);
-}
-
-static evpy_state *state_of_pair(PyObject *a, PyObject *b)
-{
-    return evpy_state_of_type(Py_TYPE(evpy_tensor_check(a) ? a : b));
-}
-
 #define BITOP(slot, op)                                                  \
     static PyObject *nb_##slot(PyObject *a, PyObject *b)                 \
     {                                                                    \
-        if (!operand_like(a) || !operand_like(b)) {                      \
+        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                      \
             Py_RETURN_NOTIMPLEMENTED;                                    \
         }                                                                \
-        return bitwise_objs(state_of_pair(a, b), op, a, b);              \
+        return bitwise_objs(evpy_state_of_pair(a, b), op, a, b);              \
     }                                                                    \
     static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)         \
     {                                                                    \
-        if (!evpy_tensor_check(a) || !operand_like(b)) {                 \
+        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                 \
             Py_RETURN_NOTIMPLEMENTED;                                    \
         }                                                                \
-        return bitwise_objs(state_of_pair(a, b), (op) | BW_INPLACE, a, b); \
+        return bitwise_objs(evpy_state_of_pair(a, b), (op) | BW_INPLACE, a, b); \
     }
 
 BITOP(and, EV_BITWISE_AND)
@@ -1057,7 +1008,7 @@ PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key)
         ev_tensor_unref(sel);
     }
     adv_clear(&k);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* base[dim-th dims by index] = value with a host-known index: out = where(
@@ -1188,7 +1139,7 @@ int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value)
     ev_tensor *base = EvTensor_CAST(k.base)->t;
     int rc = -1;
     if (k.is_mask) {
-        int scalar = is_py_scalar(value) ||
+        int scalar = evpy_is_py_scalar(value) ||
                      (evpy_tensor_check(value) && ev_tensor_ndim(EvTensor_CAST(value)->t) == 0);
         if (scalar) {
             /* Asynchronous: base = where(mask, value, base). */
@@ -1570,7 +1521,7 @@ static PyObject *from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
         int rc = ev_from_host(&ex, (ev_dtype)dtype, dl->ndim, dl->shape, buf, &out);
-        res = mfinish(st, rc, out);
+        res = evpy_finish(st, rc, out);
     }
     PyMem_Free(buf);
 out:
@@ -1647,7 +1598,7 @@ static PyObject *one_hot_fn(evpy_state *st, int code, PyObject *const *args, Py_
         nc = mx + 1;
     }
     rc = ev_one_hot(&ex, oi.t, (int64_t)nc, &out);
-    res = mfinish(st, rc, out);
+    res = evpy_finish(st, rc, out);
 done:
     op_release(&oi);
     return res;
@@ -1663,7 +1614,7 @@ static PyObject *cross_entropy_fn(evpy_state *st, int code, PyObject *const *arg
     PyObject *a[3];
     ev_tensor *x;
     if (evpy_parse_args("cross_entropy", args, nargs, kwnames, names, 3, 2, a) != 0 ||
-        !(x = mtensor("cross_entropy", a[0]))) {
+        !(x = evpy_need_tensor("cross_entropy", a[0]))) {
         return NULL;
     }
     int red = EV_REDUCTION_MEAN;
@@ -1689,7 +1640,7 @@ static PyObject *cross_entropy_fn(evpy_state *st, int code, PyObject *const *arg
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out = NULL;
         int rc = ev_cross_entropy(&ex, x, ot.t, red, &out);
-        res = mfinish(st, rc, out);
+        res = evpy_finish(st, rc, out);
     }
     op_release(&ot);
     return res;
@@ -1724,7 +1675,7 @@ static PyObject *randperm_fn(evpy_state *st, int code, PyObject *const *args, Py
     }
     ev_tensor *out = NULL;
     int rc = ev_randperm(&ex, gen, (int64_t)n, dtype < 0 ? EV_INT64 : (ev_dtype)dtype, &out);
-    return mfinish(st, rc, out);
+    return evpy_finish(st, rc, out);
 }
 
 /* ------------------------------------------------------------------ tables */
