@@ -284,6 +284,8 @@ typedef struct ev_allocator_stats {
     uint64_t n_cache_hits; /* of those, served from the cache */
     uint64_t n_sys_allocs; /* blocks taken from the system */
     uint64_t n_oom_retries;/* system failures that emptied the cache and retried */
+    uint64_t n_stream_reuses; /* of the cache hits, blocks whose last uses were
+                                 still queued on the allocating stream */
 } ev_allocator_stats;
 
 /* The allocator is one per device and lives for the process (shared by every

@@ -175,6 +175,22 @@ typedef void (*ev_free_fn)(void *data);
 /* Creates an object. The caller owns the handle until ev_obj_release. */
 EV_API int ev_obj_create(ev_vm *vm, ev_obj **out);
 
+/* Creates an object whose every access is ordered after all the instructions
+ * issued so far on thread uid's cpu stream, as if the last of them had
+ * written it (free for accesses issued on that stream, which keeps the order
+ * anyway). With ev_obj_pending_uid it serves stream-ordered reuse: memory
+ * whose pending uses all run on one stream may back a new object at once,
+ * before those uses finish. Errors: EV_EINVAL (NULL vm or out, uid beyond
+ * the limit), EV_ENOMEM. */
+EV_API int ev_obj_create_after(ev_vm *vm, uint32_t uid, ev_obj **out);
+
+/* Where the unfinished instructions touching obj run: returns 0 if every one
+ * issued so far has finished, 1 if the unfinished ones all run on one thread
+ * uid (stored in *uid), 2 if on several. A worker counts its running
+ * instruction as finished. Same contract as ev_obj_release: no submit naming
+ * obj may run concurrently. Returns EV_EINVAL (negative) for NULL arguments. */
+EV_API int ev_obj_pending_uid(ev_vm *vm, const ev_obj *obj, uint32_t *uid);
+
 /* Lets go of an object. free_fn (may be NULL) runs with data once every
  * instruction issued so far that touches obj has finished; if none is
  * pending it runs before this call returns. The handle must not be used

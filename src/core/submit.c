@@ -585,6 +585,24 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     return 0;
 }
 
+int ev_obj_create_after(ev_vm *vm, uint32_t uid, ev_obj **out)
+{
+    if (!vm || !out || uid > vm->limit) {
+        return ev__set_message(EV_EINVAL, "ev_obj_create_after: vm and out must not be NULL "
+                               "and uid (%u) at most %u", uid, vm ? vm->limit : 0);
+    }
+    int rc = ev_obj_create(vm, out);
+    ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_acquire);
+    if (rc == 0 && w) {
+        /* As if the last instruction issued on uid had written the object.
+         * Relaxed suffices: whatever the caller orders after (it saw the
+         * instructions issued) is at or below this seq. */
+        uint64_t seq = atomic_load_explicit(&w->issued, memory_order_relaxed);
+        (*out)->last_writer = (ev_dep){seq ? uid : 0, seq};
+    }
+    return rc;
+}
+
 typedef struct release_arg {
     ev_free_fn fn;
     void *data;
@@ -638,6 +656,31 @@ static bool access_over(ev_vm *vm, ev_worker *self, ev_dep d)
         return true;
     }
     return ev__dep_done(vm, d);
+}
+
+int ev_obj_pending_uid(ev_vm *vm, const ev_obj *obj, uint32_t *uid)
+{
+    if (!vm || !obj || !uid) {
+        return ev__set_message(EV_EINVAL, "ev_obj_pending_uid: vm, obj and uid must not be "
+                               "NULL");
+    }
+    ev_worker *self = ev__current_worker;
+    if (self && self->vm != vm) {
+        self = NULL;
+    }
+    /* No lock, as in ev_obj_release: no submit naming obj runs meanwhile. */
+    int where = 0;
+    FOR_EACH_ACCESS(obj, d, {
+        if (where < 2 && !access_over(vm, self, d)) {
+            if (where == 0) {
+                *uid = d.uid;
+                where = 1;
+            } else if (d.uid != *uid) {
+                where = 2;
+            }
+        }
+    });
+    return where;
 }
 
 int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)

@@ -228,6 +228,26 @@ void ev__dealloc(ev__block *b)
     pthread_mutex_unlock(&a->lock);
 }
 
+int ev__block_fits(const ev__block *b, size_t nbytes)
+{
+    int idx;
+    size_t size = class_size(nbytes, &idx);
+    if (idx >= 0) {
+        return b->size == size;
+    }
+    return b->size >= size && b->size - size <= size / 8;
+}
+
+void ev__alloc_count_reuse(const ev__block *b)
+{
+    allocator *a = allocator_for(b->device_type, b->device_index);
+    pthread_mutex_lock(&a->lock);
+    a->stats.n_allocs++;
+    a->stats.n_cache_hits++;
+    a->stats.n_stream_reuses++;
+    pthread_mutex_unlock(&a->lock);
+}
+
 int ev_allocator_get_stats(int device_type, int device_index, ev_allocator_stats *out)
 {
     allocator *a = allocator_for(device_type, device_index);

@@ -5,6 +5,7 @@
 #define EV_TENSOR_IMPL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/internal.h"
@@ -59,6 +60,12 @@ int ev__alloc(int device_type, int device_index, size_t nbytes, ev__block **out)
 /* Returns a block to its allocator's cache; accepts NULL. Thread-safe (called
  * from workers by storage free callbacks). */
 void ev__dealloc(ev__block *b);
+/* 1 if b would serve a request of nbytes (same size class; for large blocks,
+ * at most 1/8 wasted), as a cached block would. */
+int ev__block_fits(const ev__block *b, size_t nbytes);
+/* Counts b, handed from one storage to the next without the cache, in the
+ * allocator's statistics. */
+void ev__alloc_count_reuse(const ev__block *b);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -68,9 +75,32 @@ typedef struct ev__storage {
     atomic_int refs;
     ev_vm *vm;          /* borrowed: the runtime outlives every tensor */
     ev_obj *obj;        /* owned: handed to ev_obj_release with the block */
-    ev__block *block;   /* owned; NULL when nbytes == 0 */
+    ev__block *block;   /* owned; NULL when nbytes == 0; guarded by the
+                           reuse lock while parked */
     size_t nbytes;
+    /* Stream-ordered reuse (stream_reuse.c). */
+    bool was_parked;    /* set before release, read by the free after it */
+    bool parked;        /* on the reuse list; guarded by the reuse lock */
+    uint32_t park_uid;  /* the stream its pending uses run on */
+    struct ev__storage *park_prev, *park_next;
 } ev__storage;
+
+/* Stream-ordered reuse: when the last tensor on a storage of at least
+ * EV__REUSE_MIN bytes goes while instructions on one stream still use it,
+ * its block may back the next storage allocated for that stream at once
+ * (the new object is ordered after them; see ev_obj_create_after). Without
+ * it, a thread issuing large ops ahead of its worker would take fresh, cold
+ * memory for every result. */
+#define EV__REUSE_MIN ((size_t)64 << 10)
+/* Offers s (no references left, not yet released) for reuse; returns 1 if
+ * it was parked. Call before ev_obj_release. */
+int ev__reuse_park(ev__storage *s);
+/* A parked block that fits nbytes, whose pending uses all run on thread
+ * uid of vm, or NULL. The caller owns the block. */
+ev__block *ev__reuse_take(ev_vm *vm, uint32_t uid, size_t nbytes);
+/* For the free of a storage that was parked: unparks it and returns its
+ * block, or NULL if the block was taken. */
+ev__block *ev__reuse_unpark(ev__storage *s);
 
 /* Metadata is immutable after creation, so any thread may read it. */
 struct ev_tensor {

@@ -12,7 +12,7 @@
 static void storage_free_now(void *data)
 {
     ev__storage *s = data;
-    ev__dealloc(s->block);
+    ev__dealloc(s->was_parked ? ev__reuse_unpark(s) : s->block);
     ev__cache_free(EV__CACHE_STORAGE, s);
 }
 
@@ -32,7 +32,35 @@ static void storage_unref(ev__storage *s)
     if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
+    /* Parked or not, the storage is freed by its release; parking only lets
+     * a later storage on the same stream take the block first. */
+    ev__reuse_park(s);
     ev_obj_release(s->vm, s->obj, storage_free_cb, s);
+}
+
+/* Memory back-pressure. An op allocates its output when it is issued, but
+ * the inputs it frees come back only when it has run: a thread issuing large
+ * ops far ahead of its worker (y = y + x on big tensors) would take fresh
+ * memory for each. Past this many bytes of new storages since it last
+ * waited, a submitting thread waits for the work queued on its own worker
+ * thread (not for other threads'), so memory is reused from the cache.
+ * (A smaller bound would keep memory-bound chains in the CPU caches, but it
+ * would also make chains of big ops wait at issue, losing the asynchrony.) */
+#define INFLIGHT_BYTES_LIMIT ((size_t)256 << 20)
+
+static EV_TLS_FAST size_t bytes_since_wait;
+
+static void limit_inflight_bytes(const ev_exec *ex, size_t nbytes)
+{
+    /* Below 256 KiB a storage is not counted: EAGERVM_MAX_PENDING bounds
+     * how many can be in flight (8192 x 256 KiB = 2 GiB at most), and
+     * counting them would make loops of small ops wait at issue. Blocks
+     * reused in stream order are not counted either: they are not new. */
+    bytes_since_wait += nbytes;
+    if (bytes_since_wait > INFLIGHT_BYTES_LIMIT) {
+        bytes_since_wait = 0;
+        ev_wait_thread(ex->vm, ex->thread_uid, UINT32_MAX);
+    }
 }
 
 static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
@@ -46,8 +74,26 @@ static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
     s->nbytes = nbytes;
     s->block = NULL;
     s->obj = NULL;
+    s->was_parked = false;
+    s->parked = false;
     int rc = 0;
+    if (nbytes >= EV__REUSE_MIN) {
+        s->block = ev__reuse_take(ex->vm, ex->thread_uid, nbytes);
+    }
+    if (s->block) {
+        /* The block's last uses are queued on this stream: order the new
+         * object after them (they may not have run yet). */
+        rc = ev_obj_create_after(ex->vm, ex->thread_uid, &s->obj);
+        if (rc) {
+            goto fail_obj;
+        }
+        *out = s;
+        return 0;
+    }
     if (nbytes > 0) {
+        if (nbytes >= ((size_t)256 << 10)) {
+            limit_inflight_bytes(ex, nbytes);
+        }
         rc = ev__alloc(EV_DEVICE_CPU, 0, nbytes, &s->block);
         if (rc) {
             goto fail_block;
@@ -61,6 +107,11 @@ static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
     return 0;
 
 fail_obj:
+    if (s->block && nbytes >= EV__REUSE_MIN) {
+        /* Possibly a reused block still in use on this stream: the cache
+         * may hand it to anyone, so let those uses finish first. */
+        ev_wait_thread(ex->vm, ex->thread_uid, UINT32_MAX);
+    }
     ev__dealloc(s->block);
 fail_block:
     ev__cache_free(EV__CACHE_STORAGE, s);
@@ -200,27 +251,6 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
     return buf;
 }
 
-/* Memory back-pressure. An op allocates its output when it is issued, but
- * the inputs it frees come back only when it has run: a thread issuing large
- * ops far ahead of its worker (y = y + x on big tensors) would take fresh
- * memory for each. Past this many bytes of new storages since it last
- * waited, a submitting thread waits for the work queued on its own worker
- * thread (not for other threads'), so memory is reused from the cache.
- * (A smaller bound would keep memory-bound chains in the CPU caches, but it
- * would also make chains of big ops wait at issue, losing the asynchrony.) */
-#define INFLIGHT_BYTES_LIMIT ((size_t)256 << 20)
-
-static EV_TLS_FAST size_t bytes_since_wait;
-
-static void limit_inflight_bytes(const ev_exec *ex, size_t nbytes)
-{
-    bytes_since_wait += nbytes;
-    if (bytes_since_wait > INFLIGHT_BYTES_LIMIT) {
-        bytes_since_wait = 0;
-        ev_wait_thread(ex->vm, ex->thread_uid, UINT32_MAX);
-    }
-}
-
 int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
                    ev_tensor **out)
 {
@@ -232,12 +262,6 @@ int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
     }
     int64_t numel = shape_numel(ndim, shape);
     size_t nbytes = (size_t)numel * ev__dsize(dtype);
-    /* Below 256 KiB a storage is not counted: EAGERVM_MAX_PENDING bounds
-     * how many can be in flight (8192 x 256 KiB = 2 GiB at most), and
-     * counting them would make loops of small ops wait at issue. */
-    if (nbytes >= ((size_t)256 << 10)) {
-        limit_inflight_bytes(ex, nbytes);
-    }
     ev__storage *s = NULL;
     int rc = storage_new(ex, nbytes, &s);
     if (rc) {

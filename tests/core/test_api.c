@@ -1077,6 +1077,77 @@ static void test_stall_report_null_vm(void)
     CHECK(survives(stall_report_null_vm));
 }
 
+/* ---------------------------------------------- stream-ordered reuse */
+
+static int write_cell(void *arg, ev_kctx *kc)
+{
+    (void)kc;
+    int **cell = arg;
+    **cell = 7;
+    return 0;
+}
+
+/* ev_obj_pending_uid says where an object's unfinished uses run, and an
+ * object from ev_obj_create_after is ordered after its stream's work even
+ * when first used on another stream. */
+static void test_pending_uid_and_create_after(void)
+{
+    ev_vm *vm;
+    CHECK_OK(ev_vm_create(NULL, &vm));
+    uint32_t u1, u2, where = 99;
+    CHECK_OK(ev_vm_thread_acquire(vm, &u1));
+    CHECK_OK(ev_vm_thread_acquire(vm, &u2));
+    ev_obj *a;
+    CHECK_OK(ev_obj_create(vm, &a));
+    CHECK_EQ(ev_obj_pending_uid(vm, a, &where), 0); /* never used */
+
+    gate g;
+    gate_init(&g);
+    gate *gp = &g;
+    submit1(vm, u1, gate_kernel, &gp, sizeof gp, a, EV_READ, "gate");
+    CHECK_EQ(ev_obj_pending_uid(vm, a, &where), 1);
+    CHECK_EQ(where, u1);
+    submit1(vm, u1, noop, NULL, 0, a, EV_WRITE, "after gate");
+    CHECK_EQ(ev_obj_pending_uid(vm, a, &where), 1); /* still only u1 */
+    CHECK_EQ(where, u1);
+    submit1(vm, u2, noop, NULL, 0, a, EV_READ, "reader on u2");
+    CHECK_EQ(ev_obj_pending_uid(vm, a, &where), 2);
+
+    /* c is first used on u2 but ordered after everything issued on u1,
+     * which waits at the gate: it must not run before the gate opens. */
+    ev_obj *c;
+    CHECK_OK(ev_obj_create_after(vm, u1, &c));
+    int cell = 0, *cellp = &cell;
+    ev_ticket t;
+    ev_operand op = {c, EV_WRITE};
+    ev_instr_desc d = {.kernel = write_cell, .arg = &cellp, .arg_size = sizeof cellp,
+                       .stream = ev_cpu_stream(u2), .operands = &op, .n_operands = 1,
+                       .name = "write_cell"};
+    CHECK_OK(ev_submit(vm, &d, &t));
+    CHECK_EQ(ev_wait_obj_timeout(vm, c, 20, NULL), EV_ETIMEDOUT);
+    gate_open(&g);
+    CHECK_OK(ev_wait_ticket(vm, t, NULL));
+    CHECK_EQ(cell, 7);
+    CHECK_EQ(ev_obj_pending_uid(vm, c, &where), 0);
+
+    /* On a stream with nothing issued the object is a plain one. */
+    ev_obj *e;
+    CHECK_OK(ev_obj_create_after(vm, 0, &e));
+    CHECK_OK(ev_wait_obj(vm, e, NULL));
+
+    CHECK_EQ(ev_obj_create_after(vm, 100000, &e), EV_EINVAL);
+    CHECK(strstr(ev_last_message(), "uid") != NULL);
+    CHECK_EQ(ev_obj_create_after(NULL, 0, &e), EV_EINVAL);
+    CHECK_EQ(ev_obj_pending_uid(vm, NULL, &where), EV_EINVAL);
+    CHECK_EQ(ev_obj_pending_uid(vm, a, NULL), EV_EINVAL);
+
+    CHECK_OK(ev_obj_release(vm, a, NULL, NULL));
+    CHECK_OK(ev_obj_release(vm, c, NULL, NULL));
+    CHECK_OK(ev_obj_release(vm, e, NULL, NULL));
+    ev_vm_destroy(vm);
+    gate_destroy(&g);
+}
+
 int main(void)
 {
     RUN_TEST(test_error_names);
@@ -1091,6 +1162,7 @@ int main(void)
     RUN_TEST(test_profiling);
     RUN_TEST(test_stall_report_and_timeout);
     RUN_TEST(test_several_runtimes_are_independent);
+    RUN_TEST(test_pending_uid_and_create_after);
     RUN_TEST(test_stall_report_null_vm); /* last: it forks */
     fprintf(stderr, "all passed\n");
     return 0;

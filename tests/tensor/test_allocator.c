@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "tensor_test.h"
 
@@ -219,6 +220,124 @@ static void test_concurrent_churn(void)
     }
 }
 
+/* Closes the gate and queues a kernel waiting at it on uid's stream, so
+ * that everything issued after it there stays pending. */
+static void block_stream(uint32_t uid)
+{
+    atomic_store_explicit(&gate, 0, memory_order_relaxed);
+    ev_instr_desc d = {.kernel = wait_gate, .stream = ev_cpu_stream(uid), .name = "wait_gate"};
+    CHECK_OK(ev_submit(test_vm, &d, NULL));
+}
+
+static void check_all(ev_tensor *t, double want)
+{
+    int64_t n = ev_tensor_numel(t);
+    double *h = malloc((size_t)n * sizeof *h);
+    CHECK(h != NULL);
+    read_f64(t, h);
+    for (int64_t i = 0; i < n; i++) {
+        if (h[i] != want) {
+            fprintf(stderr, "element %lld is %g, expected %g\n", (long long)i, h[i], want);
+            CHECK(h[i] == want);
+        }
+    }
+    free(h);
+}
+
+/* A chain y = y + x issued while its stream is blocked reuses the block of
+ * the y dropped before, in stream order, instead of taking new memory for
+ * every op; the results are still exact. */
+static void test_stream_ordered_reuse_chain(void)
+{
+    enum { ITERS = 40 };
+    const int64_t n = 1 << 18; /* 1 MiB of float32 */
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_tensor *x, *y;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(n), &x));
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT32, 1, SHAPE(n), &y));
+    block_stream(0);
+    ev_allocator_stats s0 = stats();
+    for (int i = 0; i < ITERS; i++) {
+        ev_tensor *y2;
+        CHECK_OK(ev_add(&EX, y, x, &y2));
+        ev_tensor_unref(y);
+        y = y2;
+    }
+    ev_allocator_stats s1 = stats();
+    /* Each op after the first takes the block of the y dropped two ops
+     * before; no op has run yet. */
+    CHECK_GE(s1.n_stream_reuses - s0.n_stream_reuses, ITERS - 2);
+    CHECK_LE(s1.in_use - s0.in_use, 2 << 20);
+    atomic_store_explicit(&gate, 1, memory_order_release);
+    check_all(y, ITERS);
+    ev_tensor_unref(x);
+    ev_tensor_unref(y);
+}
+
+/* A block whose pending uses run on another stream is not taken; the
+ * stream they run on takes it, and a write to it from a third stream waits
+ * for them. */
+static void test_stream_ordered_reuse_other_streams(void)
+{
+    const int64_t n = 1 << 17; /* 512 KiB of float32 */
+    uint32_t u1;
+    CHECK_OK(ev_vm_thread_acquire(test_vm, &u1));
+    ev_exec ex1 = {test_vm, u1, NULL};
+    ev_tensor *t, *r;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(n), &t));
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    block_stream(u1);
+    CHECK_OK(ev_add(&ex1, t, t, &r)); /* pending on u1 */
+    ev_tensor_unref(t);
+
+    ev_allocator_stats s0 = stats();
+    ev_tensor *on0, *on1;
+    CHECK_OK(ev_empty(&EX, EV_FLOAT32, 1, SHAPE(n), &on0));
+    CHECK_EQ(stats().n_stream_reuses, s0.n_stream_reuses); /* not from u1's uses */
+    CHECK_OK(ev_empty(&ex1, EV_FLOAT32, 1, SHAPE(n), &on1));
+    CHECK_EQ(stats().n_stream_reuses, s0.n_stream_reuses + 1);
+    /* Written from stream 0 while u1 still has to read the old contents. */
+    CHECK_OK(ev_fill_(&EX, on1, ev_scalar_float(7)));
+    CHECK_EQ(ev_wait_obj_timeout(test_vm, ev_tensor_obj(on1), 20, NULL), EV_ETIMEDOUT);
+    atomic_store_explicit(&gate, 1, memory_order_release);
+    check_all(r, 2);
+    check_all(on1, 7);
+    ev_tensor_unref(on0);
+    ev_tensor_unref(on1);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    CHECK_OK(ev_vm_thread_release(test_vm, u1));
+}
+
+/* A reused block does not carry the poison of the op that wrote it last. */
+static void test_stream_ordered_reuse_drops_poison(void)
+{
+    const int64_t n = 1 << 16; /* 256 KiB of int32 */
+    ev_tensor *base, *e, *bad;
+    CHECK_OK(ev_full(&EX, EV_INT32, 1, SHAPE(n), ev_scalar_int(2), &base));
+    CHECK_OK(ev_full(&EX, EV_INT32, 1, SHAPE(n), ev_scalar_int(-1), &e));
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    block_stream(0);
+    CHECK_OK(ev_pow(&EX, base, e, &bad)); /* fails in the kernel, later */
+    ev_tensor_unref(bad);
+    ev_allocator_stats s0 = stats();
+    ev_tensor *fresh;
+    CHECK_OK(ev_full(&EX, EV_INT32, 1, SHAPE(n), ev_scalar_int(5), &fresh));
+    CHECK_EQ(stats().n_stream_reuses, s0.n_stream_reuses + 1);
+    atomic_store_explicit(&gate, 1, memory_order_release);
+    check_all(fresh, 5);
+    ev_error *err = NULL;
+    CHECK_EQ(ev_synchronize(test_vm, &err), EV_EVALUE); /* the pow's failure */
+    CHECK(err != NULL);
+    ev_error_info info;
+    ev_error_get(err, &info);
+    CHECK_STR_CONTAINS(info.message, "negative integer powers");
+    ev_error_unref(err);
+    ev_tensor_unref(fresh);
+    ev_tensor_unref(base);
+    ev_tensor_unref(e);
+}
+
 int main(void)
 {
     test_setup();
@@ -226,6 +345,9 @@ int main(void)
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_freed_after_last_instruction);
     RUN_TEST(test_concurrent_churn);
+    RUN_TEST(test_stream_ordered_reuse_chain);
+    RUN_TEST(test_stream_ordered_reuse_other_streams);
+    RUN_TEST(test_stream_ordered_reuse_drops_poison);
     test_teardown();
     ev_allocator_stats s = stats();
     CHECK_EQ(s.in_use, 0); /* every storage came back */
