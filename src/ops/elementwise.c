@@ -1,6 +1,7 @@
 /* The elementwise instruction shared by every binary and unary op: argument
  * packing, overlap handling, submission, and the kernel that drives a loop
  * over operands of any strides and dtypes. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/ops-impl.h"
@@ -45,16 +46,37 @@ static int ew_dense(const ew_arg *a)
     return 1;
 }
 
+/* A dense loop split in chunks: each chunk runs with its own copy of the
+ * loop context, and a failure in any of them is kept here. */
+typedef struct ew_split {
+    const ew_arg *a;
+    _Atomic int err;
+} ew_split;
+
+static void ew_dense_range(int64_t lo, int64_t hi, void *p)
+{
+    ew_split *sp = p;
+    const ew_arg *a = sp->a;
+    size_t so = ev__dsize(a->loop_out), si = ev__dsize(a->loop_in);
+    const void *in[EV__ITER_MAX_OPS];
+    for (int k = 1; k < a->nops; k++) {
+        in[k - 1] = a->ptrs[k] + lo * (int64_t)si;
+    }
+    ev__loop_ctx ctx = a->ctx;
+    a->loop(a->ptrs[0] + lo * (int64_t)so, in, hi - lo, &ctx);
+    if (ctx.err) {
+        atomic_store_explicit(&sp->err, ctx.err, memory_order_relaxed);
+    }
+}
+
 static int ew_kernel(void *p, ev_kctx *kc)
 {
     ew_arg *a = p;
     if (a->dense) {
-        const void *in[EV__ITER_MAX_OPS];
-        for (int k = 1; k < a->nops; k++) {
-            in[k - 1] = a->ptrs[k];
-        }
         if (a->numel > 0) {
-            a->loop(a->ptrs[0], in, a->numel, &a->ctx);
+            ew_split sp = {a, 0};
+            ev__parallel_for(a->numel, EV__PARALLEL_GRAIN, ew_dense_range, &sp);
+            a->ctx.err = atomic_load_explicit(&sp.err, memory_order_relaxed);
         }
     } else {
         ev_dtype dt[EV__ITER_MAX_OPS];

@@ -67,6 +67,19 @@ int ev__block_fits(const ev__block *b, size_t nbytes);
  * allocator's statistics. */
 void ev__alloc_count_reuse(const ev__block *b);
 
+/* ------------------------------------------------- intra-op parallelism */
+
+/* Runs fn over [0, n) in chunks of at least grain elements, split between
+ * the calling thread and the process's helper threads (EAGERVM_INTRAOP_
+ * THREADS in all, by default one per CPU), and returns when every chunk is
+ * done. fn must be safe to run on disjoint ranges at once. With n < 2 grain,
+ * no helpers, or the helpers busy with another kernel's loop, it runs
+ * fn(0, n) on the caller. */
+void ev__parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
+                      void *ctx);
+/* Below this many elements an elementwise loop runs on its worker alone. */
+#define EV__PARALLEL_GRAIN ((int64_t)1 << 16)
+
 /* ---------------------------------------------------------------- tensors */
 
 /* A reference-counted piece of memory and the engine object that orders every

@@ -309,14 +309,16 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
     ev_allocator_stats a;
     ev_allocator_get_stats(EV_DEVICE_CPU, 0, &a);
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsIsIsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
+        "{sKsKsKsKsKsKsKsIsIsKsKsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
         "completed", (unsigned long long)s.completed, "failed", (unsigned long long)s.failed,
         "skipped", (unsigned long long)s.skipped, "cross_edges",
         (unsigned long long)s.cross_edges, "stream_edges", (unsigned long long)s.stream_edges,
         "pending", (unsigned long long)s.pending, "workers_started", s.workers_started,
         "thread_limit", ev_vm_thread_limit(vm), "alloc_in_use", (unsigned long long)a.in_use,
         "alloc_reserved", (unsigned long long)a.reserved, "generation",
-        (unsigned long long)rt_gen, "worker_wakes", (unsigned long long)s.worker_wakes);
+        (unsigned long long)rt_gen, "worker_wakes", (unsigned long long)s.worker_wakes,
+        "alloc_peak", (unsigned long long)a.peak_in_use, "alloc_stream_reuses",
+        (unsigned long long)a.n_stream_reuses);
 }
 
 /* The engine's fault-injection hook, exported for tests (src/core/internal.h
