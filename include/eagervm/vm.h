@@ -168,8 +168,12 @@ EV_API int ev_vm_thread_release(ev_vm *vm, uint32_t uid);
 
 typedef struct ev_obj ev_obj;
 
-/* Called once, on a worker or the releasing thread, after every instruction
- * that touched the object finished. Must not submit to or wait on the vm. */
+/* Called once, after every instruction that touched the object finished: on
+ * the releasing thread, on a worker, or on a thread that later submits to or
+ * waits on the vm (an object whose pending accesses all run on one worker
+ * waits on that worker's released list; submits free those finished in
+ * batches, waits and ev_vm_destroy all that finished). Must not submit to
+ * or wait on the vm. */
 typedef void (*ev_free_fn)(void *data);
 
 /* Creates an object. The caller owns the handle until ev_obj_release. */

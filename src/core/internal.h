@@ -199,6 +199,10 @@ struct ev_obj {
     _Atomic(ev_error *) poison;    /* owned reference; first error wins */
     ev_free_fn free_fn;            /* set at release */
     void *free_data;
+    /* Released while its unfinished accesses all run on one worker: on that
+     * worker's released list until they finish (guarded by submit_lock). */
+    struct ev_obj *released_next;
+    uint64_t released_seq;         /* the last of those accesses */
 };
 
 typedef struct ev_prof_chunk ev_prof_chunk;
@@ -237,6 +241,7 @@ typedef struct ev_worker {
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
+    ev_obj *released_head, *released_tail; /* objects waiting on this worker */
     /* Treiber stack the submitter drains; its own line, as the worker
      * writes it while the submitter writes the tail. */
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
@@ -288,6 +293,9 @@ struct ev_vm {
     /* Counted under submit_lock: plain adds, no bus-locked instruction. */
     uint64_t n_submitted, n_cross_edges, n_stream_edges, n_wakes;
     uint32_t workers_started;     /* guarded by submit_lock */
+    /* Objects on the workers' released lists; written under submit_lock,
+     * read without it by waits that reap them. */
+    _Atomic uint32_t n_released;
     struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */
 };
 
@@ -304,6 +312,10 @@ bool ev__dep_done(ev_vm *vm, ev_dep d);
 /* Waits until worker uid has finished seq. timeout_ns < 0 waits forever;
  * returns false on timeout. Called by workers and host threads. */
 bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns);
+
+/* Frees the released objects whose last access has finished (submit.c):
+ * a thread that waited calls it, so what it waited for is freed. */
+void ev__reap_released(ev_vm *vm);
 
 /* wait.c: waits for everything issued so far; false if deadline (absolute
  * ns, or -1 for none) passed first. */

@@ -445,6 +445,81 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
     }
 }
 
+/* ------------------------------------------------- released objects */
+
+/* Past this many released objects, a submit or release that holds the lock
+ * anyway frees those that are done: checking reads each worker's completed
+ * count, a line the worker writes, so do it for many objects at once. */
+enum { REAP_BATCH = 32 };
+
+static void free_released(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data);
+
+/* Unlinks every released object whose last access has finished and returns
+ * them as a list. Caller holds submit_lock. */
+static ev_obj *take_done_released(ev_vm *vm)
+{
+    ev_obj *done_list = NULL;
+    uint32_t n = 0;
+    for (uint32_t u = 0; u <= vm->limit; u++) {
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
+        if (!w || !w->released_head) {
+            continue;
+        }
+        /* acquire: the accesses' effects happen before the frees. */
+        uint64_t completed = atomic_load_explicit(&w->completed, memory_order_acquire);
+        /* In release order, which is seq order but for releases racing on
+         * several threads: one out of order only waits for the one before. */
+        while (w->released_head && w->released_head->released_seq <= completed) {
+            ev_obj *obj = w->released_head;
+            w->released_head = obj->released_next;
+            obj->released_next = done_list;
+            done_list = obj;
+            n++;
+        }
+        if (!w->released_head) {
+            w->released_tail = NULL;
+        }
+    }
+    if (n) {
+        atomic_store_explicit(&vm->n_released,
+                              atomic_load_explicit(&vm->n_released, memory_order_relaxed) - n,
+                              memory_order_relaxed);
+    }
+    return done_list;
+}
+
+/* Runs the callbacks of objects from take_done_released, without the lock
+ * (a callback may free memory, take the allocator's lock...). */
+static void free_done_released(ev_vm *vm, ev_obj *list)
+{
+    while (list) {
+        ev_obj *next = list->released_next;
+        free_released(vm, list, list->free_fn, list->free_data);
+        list = next;
+    }
+}
+
+void ev__reap_released(ev_vm *vm)
+{
+    if (!atomic_load_explicit(&vm->n_released, memory_order_relaxed)) {
+        return;
+    }
+    pthread_mutex_lock(&vm->submit_lock);
+    ev_obj *done_list = take_done_released(vm);
+    pthread_mutex_unlock(&vm->submit_lock);
+    free_done_released(vm, done_list);
+}
+
+/* Takes the done released objects if enough have gathered. Caller holds
+ * submit_lock and passes the list to free_done_released after unlocking. */
+static ev_obj *take_done_released_batch(ev_vm *vm)
+{
+    if (atomic_load_explicit(&vm->n_released, memory_order_relaxed) < REAP_BATCH) {
+        return NULL;
+    }
+    return take_done_released(vm);
+}
+
 /* --------------------------------------------------------------- submit */
 
 int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
@@ -505,7 +580,9 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
         }
     }
     instr_push(vm, w, ins, ticket_out);
+    ev_obj *done_list = take_done_released_batch(vm);
     pthread_mutex_unlock(&vm->submit_lock);
+    free_done_released(vm, done_list);
     return 0;
 }
 
@@ -697,12 +774,17 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
     }
     /* No lock to read the accesses: every submit naming obj happened before
      * this call (the caller's contract), and none can come after it. */
-    bool all_done = true;
+    bool all_done = true, one_worker = true;
     uint32_t uid = 0;
+    uint64_t last_seq = 0;
     FOR_EACH_ACCESS(obj, d, {
-        if (all_done && !access_over(vm, self, d)) {
+        if (!access_over(vm, self, d)) {
+            if (all_done) {
+                uid = d.uid;
+            }
+            one_worker &= d.uid == uid;
+            last_seq = d.seq > last_seq ? d.seq : last_seq;
             all_done = false;
-            uid = d.uid;
         }
     });
     if (all_done) {
@@ -710,6 +792,30 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         return 0;
     }
     pthread_mutex_lock(&vm->submit_lock);
+    if (one_worker) {
+        /* The worker finishes in order: once it is past last_seq nothing
+         * touches obj. Wait on its released list for a thread that submits
+         * or waits to see that, instead of queueing a release instruction
+         * for the worker to run (which costs as much as an op). */
+        ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_relaxed);
+        obj->free_fn = free_fn;
+        obj->free_data = data;
+        obj->released_seq = last_seq;
+        obj->released_next = NULL;
+        if (w->released_tail) {
+            w->released_tail->released_next = obj;
+        } else {
+            w->released_head = obj;
+        }
+        w->released_tail = obj;
+        atomic_store_explicit(&vm->n_released,
+                              atomic_load_explicit(&vm->n_released, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        ev_obj *done_list = take_done_released_batch(vm);
+        pthread_mutex_unlock(&vm->submit_lock);
+        free_done_released(vm, done_list);
+        return 0;
+    }
     /* The release runs on the worker of an unfinished accessor and waits for
      * every other one, so the callback never overlaps an instruction. */
     release_arg ra = {free_fn, data};

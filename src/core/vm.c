@@ -173,6 +173,7 @@ void ev_vm_destroy(ev_vm *vm)
         return;
     }
     ev__wait_all(vm, -1);
+    ev__reap_released(vm); /* every access has finished; before the workers go */
     live_remove(vm);
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);

@@ -136,6 +136,7 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
         }
     }
     ev__run_deferred(vm); /* what the work waited for handed back */
+    ev__reap_released(vm);
     return true;
 }
 
@@ -210,6 +211,7 @@ int ev_wait_thread(ev_vm *vm, uint32_t uid, uint32_t timeout_ms)
         }
     }
     ev__run_deferred(vm);
+    ev__reap_released(vm);
     return 0;
 }
 

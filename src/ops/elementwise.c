@@ -148,10 +148,11 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
             a.ptrs[k] = ev__tensor_ptr(a.ops[k]);
         }
     }
-    if (a.dense && (size_t)out->numel * ev__dsize(out->dtype) >= EV__REUSE_MIN) {
+    if (a.dense) {
         /* The kernel needs only the pointers, and the engine keeps the
-         * memory until the instruction has run: the tensors go here, so
-         * that a storage the program drops next is released now and its
+         * memory until the instruction has run: the tensors go here, on the
+         * thread whose cache holds their counts, not on the worker. A
+         * storage the program drops next is then released now, and its
          * block can serve the next large op of this stream (stream-ordered
          * reuse) instead of coming back after the worker ran. */
         rc = ev__submit(ex, name, ew_kernel, &a, sizeof a, NULL, &a.ops[1], a.nops - 1,

@@ -259,6 +259,62 @@ static void test_free_callback_waits_for_last_instruction(void)
     ev_vm_destroy(vm);
 }
 
+static void count_free_cb(void *data)
+{
+    atomic_fetch_add((_Atomic int *)data, 1);
+}
+
+/* Objects whose unfinished accesses all run on one worker wait on that
+ * worker's released list: none is freed before its accesses finish, a
+ * later submit frees the finished ones in a batch (without any wait), and
+ * a synchronize frees the rest. */
+static void test_released_on_one_worker_freed_after_its_accesses(void)
+{
+    enum { OBJS = 100 };
+    ev_vm *vm;
+    CHECK_OK(ev_vm_create(NULL, &vm));
+    gate g;
+    gate_init(&g);
+    gate *gp = &g;
+    _Atomic int freed = 0;
+    submit1(vm, 1, gate_kernel, &gp, sizeof gp, NULL, 0, "blocked");
+    for (int i = 0; i < OBJS; i++) {
+        ev_obj *obj;
+        CHECK_OK(ev_obj_create(vm, &obj));
+        submit1(vm, 1, noop, NULL, 0, obj, i % 2 ? EV_READ : EV_WRITE, "use");
+        CHECK_OK(ev_obj_release(vm, obj, count_free_cb, &freed));
+    }
+    ev_vm_stats st;
+    ev_vm_get_stats(vm, &st);
+    CHECK_EQ(st.submitted, 1 + OBJS); /* no release instructions */
+    sleep_ms(10);
+    CHECK_EQ(atomic_load(&freed), 0);
+    gate_open(&g);
+    /* Once the worker is past them, submits (to any worker) free them. */
+    for (int i = 0; i < 100000 && atomic_load(&freed) < OBJS; i++) {
+        submit1(vm, 0, noop, NULL, 0, NULL, 0, "tick");
+        if (i % 64 == 63) {
+            sleep_ms(1);
+        }
+    }
+    CHECK_EQ(atomic_load(&freed), OBJS);
+
+    /* And a synchronize frees what a submit batch has not taken yet. */
+    g.open = 0;
+    submit1(vm, 1, gate_kernel, &gp, sizeof gp, NULL, 0, "blocked");
+    for (int i = 0; i < 5; i++) {
+        ev_obj *obj;
+        CHECK_OK(ev_obj_create(vm, &obj));
+        submit1(vm, 1, noop, NULL, 0, obj, EV_WRITE, "use");
+        CHECK_OK(ev_obj_release(vm, obj, count_free_cb, &freed));
+    }
+    gate_open(&g);
+    CHECK_OK(ev_synchronize(vm, NULL));
+    CHECK_EQ(atomic_load(&freed), OBJS + 5);
+    ev_vm_destroy(vm);
+    gate_destroy(&g);
+}
+
 /* ------------------------------------------------------- rule 4: poison */
 
 typedef struct index_op {
@@ -637,6 +693,7 @@ int main(void)
     RUN_TEST(test_readers_run_in_parallel);
     RUN_TEST(test_same_stream_runs_in_order_and_preschedules);
     RUN_TEST(test_free_callback_waits_for_last_instruction);
+    RUN_TEST(test_released_on_one_worker_freed_after_its_accesses);
     RUN_TEST(test_failure_poisons_outputs_only);
     RUN_TEST(test_barrier_orders_everything);
     RUN_TEST(test_backpressure_bounds_the_queue);
