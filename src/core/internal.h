@@ -242,6 +242,10 @@ typedef struct ev_worker {
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
     ev_obj *released_head, *released_tail; /* objects waiting on this worker */
+    /* A completed seq some submitting or waiting thread has seen (at most
+     * `completed`): lets a release tell its object's accesses are over
+     * without reading `completed`, a line the worker keeps writing. */
+    _Atomic uint64_t completed_hint;
     /* Treiber stack the submitter drains; its own line, as the worker
      * writes it while the submitter writes the tail. */
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
@@ -312,6 +316,18 @@ bool ev__dep_done(ev_vm *vm, ev_dep d);
 /* Waits until worker uid has finished seq. timeout_ns < 0 waits forever;
  * returns false on timeout. Called by workers and host threads. */
 bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns);
+
+/* Raises w->completed_hint to seq, which the caller read from `completed`
+ * with acquire (release here: a thread that reads the hint with acquire
+ * sees what the worker did before seq). */
+static inline void ev__note_completed(ev_worker *w, uint64_t seq)
+{
+    uint64_t h = atomic_load_explicit(&w->completed_hint, memory_order_relaxed);
+    while (h < seq && !atomic_compare_exchange_weak_explicit(&w->completed_hint, &h, seq,
+                                                             memory_order_release,
+                                                             memory_order_relaxed)) {
+    }
+}
 
 /* Frees the released objects whose last access has finished (submit.c):
  * a thread that waited calls it, so what it waited for is freed. */

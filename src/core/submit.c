@@ -136,6 +136,12 @@ static ev_instr *instr_alloc(ev_vm *vm)
     }
     ev_instr *ins = vm->free_instrs;
     vm->free_instrs = ins->free_next;
+    if (vm->free_instrs) {
+        /* The next instruction's lines were last written by a worker: ask
+         * for them now, for writing, so the next submit finds them here. */
+        __builtin_prefetch(vm->free_instrs, 1);
+        __builtin_prefetch((char *)vm->free_instrs + EV_CACHELINE, 1);
+    }
     return ins;
 }
 
@@ -467,6 +473,7 @@ static ev_obj *take_done_released(ev_vm *vm)
         }
         /* acquire: the accesses' effects happen before the frees. */
         uint64_t completed = atomic_load_explicit(&w->completed, memory_order_acquire);
+        ev__note_completed(w, completed);
         /* In release order, which is seq order but for releases racing on
          * several threads: one out of order only waits for the one before. */
         while (w->released_head && w->released_head->released_seq <= completed) {
@@ -774,19 +781,36 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
     }
     /* No lock to read the accesses: every submit naming obj happened before
      * this call (the caller's contract), and none can come after it. */
-    bool all_done = true, one_worker = true;
+    bool any = false, all_done = true, one_worker = true;
     uint32_t uid = 0;
     uint64_t last_seq = 0;
     FOR_EACH_ACCESS(obj, d, {
-        if (!access_over(vm, self, d)) {
-            if (all_done) {
-                uid = d.uid;
-            }
-            one_worker &= d.uid == uid;
-            last_seq = d.seq > last_seq ? d.seq : last_seq;
-            all_done = false;
-        }
+        uid = any ? uid : d.uid;
+        any = true;
+        one_worker &= d.uid == uid;
+        last_seq = d.seq > last_seq ? d.seq : last_seq;
     });
+    if (one_worker && any) {
+        /* Decided without reading the worker's completed count, which it
+         * writes after every instruction: a read would miss the cache. */
+        ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_relaxed);
+        all_done = (self && self == w &&
+                    last_seq <= atomic_load_explicit(&self->running_seq, memory_order_relaxed)) ||
+                   last_seq <= atomic_load_explicit(&w->completed_hint, memory_order_acquire);
+    } else if (any) {
+        one_worker = true;
+        last_seq = 0;
+        FOR_EACH_ACCESS(obj, d, {
+            if (!access_over(vm, self, d)) {
+                if (all_done) {
+                    uid = d.uid;
+                }
+                one_worker &= d.uid == uid;
+                last_seq = d.seq > last_seq ? d.seq : last_seq;
+                all_done = false;
+            }
+        });
+    }
     if (all_done) {
         free_released(vm, obj, free_fn, data);
         return 0;

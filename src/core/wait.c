@@ -27,6 +27,9 @@ static bool host_wait(ev_vm *vm, ev_dep d, int64_t deadline)
             }
         }
         if (ev__wait_dep(vm, d, step)) {
+            /* Releases after this wait then know the work is over. */
+            ev__note_completed(atomic_load_explicit(&vm->workers[d.uid], memory_order_relaxed),
+                               d.seq);
             return true;
         }
         if (deadline >= 0 && ev__now_ns() >= deadline) {

@@ -62,7 +62,10 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_
 /* ---------------------------------------------------------------- queue */
 
 /* Vyukov's intrusive MPSC queue: `tail` is the producers' end, `head` the
- * consumer's; a stub node keeps it non-empty. */
+ * consumer's. The head is always a node already taken (the stub at first,
+ * then the last instruction popped), so the consumer never pushes: when the
+ * queue runs empty, as it does after every op of a program the worker keeps
+ * up with, the producers' tail line stays on the producers' core. */
 static void queue_push(ev_worker *w, ev_instr *ins)
 {
     atomic_store_explicit(&ins->next, NULL, memory_order_relaxed);
@@ -73,32 +76,19 @@ static void queue_push(ev_worker *w, ev_instr *ins)
     atomic_store_explicit(&prev->next, ins, memory_order_release);
 }
 
-static ev_instr *queue_pop(ev_worker *w)
+/* The next instruction, or NULL. It stays in the queue as its head until
+ * the one after it is popped; then *retired receives it (NULL for the
+ * stub), no longer referenced by the queue. */
+static ev_instr *queue_pop(ev_worker *w, ev_instr **retired)
 {
     ev_instr *head = atomic_load_explicit(&w->head, memory_order_relaxed);
     ev_instr *next = atomic_load_explicit(&head->next, memory_order_acquire);
-    if (head == &w->stub) {
-        if (!next) {
-            return NULL;
-        }
-        atomic_store_explicit(&w->head, next, memory_order_relaxed);
-        head = next;
-        next = atomic_load_explicit(&head->next, memory_order_acquire);
+    if (!next) {
+        return NULL;
     }
-    if (next) {
-        atomic_store_explicit(&w->head, next, memory_order_relaxed);
-        return head;
-    }
-    if (head != atomic_load_explicit(&w->tail, memory_order_acquire)) {
-        return NULL; /* a producer is between its exchange and its link */
-    }
-    queue_push(w, &w->stub);
-    next = atomic_load_explicit(&head->next, memory_order_acquire);
-    if (next) {
-        atomic_store_explicit(&w->head, next, memory_order_relaxed);
-        return head;
-    }
-    return NULL;
+    atomic_store_explicit(&w->head, next, memory_order_relaxed);
+    *retired = head == &w->stub ? NULL : head;
+    return next;
 }
 
 static bool queue_maybe_nonempty(ev_worker *w)
@@ -403,22 +393,23 @@ static void *worker_main(void *p)
     pthread_setname_np(pthread_self(), name);
 
     for (;;) {
-        ev_instr *ins = queue_pop(w);
+        ev_instr *retired = NULL;
+        ev_instr *ins = queue_pop(w, &retired);
         if (ins) {
+            if (retired) {
+                retired->free_next = w->returned_local;
+                w->returned_local = retired;
+                if (++w->returned_count >= 64) {
+                    flush_returned(w);
+                }
+            }
             run_instr(vm, w, ins);
-            uint64_t seq = ins->seq;
             /* Frees go over in batches, and all of them before the worker
              * may idle: a waiter woken by this instruction then finds them. */
-            if (w->defer_fill && !link_ready(atomic_load_explicit(&w->head,
-                                                                 memory_order_relaxed))) {
+            if (w->defer_fill && !link_ready(ins)) {
                 ev__flush_deferred(w);
             }
-            ins->free_next = w->returned_local;
-            w->returned_local = ins;
-            if (++w->returned_count >= 64) {
-                flush_returned(w);
-            }
-            publish_done(w, seq);
+            publish_done(w, ins->seq);
             continue;
         }
         flush_returned(w);
