@@ -663,8 +663,16 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     if (!obj) {
         return ev__set_message(EV_ENOMEM, "ev_obj_create: out of memory");
     }
-    memset(obj, 0, sizeof *obj);
+    /* Field by field: a memset of the struct costs more than the stores. */
+    obj->last_writer = (ev_dep){0, 0};
+    obj->n_readers = 0;
+    obj->more_readers = NULL;
+    obj->more_cap = 0;
     atomic_init(&obj->poison, NULL);
+    obj->free_fn = NULL;
+    obj->free_data = NULL;
+    obj->released_next = NULL;
+    obj->released_seq = 0;
     *out = obj;
     return 0;
 }

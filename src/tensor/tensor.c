@@ -162,14 +162,15 @@ static int tensor_struct(ev_dtype dtype, int ndim, const int64_t *shape, const i
     if (!t) {
         return ev__set_message(EV_ENOMEM, "out of memory for a tensor");
     }
-    memset(t, 0, sizeof(*t));
     atomic_init(&t->refs, 1);
     t->dtype = dtype;
     t->ndim = ndim;
     t->offset = offset;
-    for (int i = 0; i < ndim; i++) {
-        t->shape[i] = shape[i];
-        t->strides[i] = strides[i];
+    /* Dimensions past ndim are zero; set one by one (a memset of the
+     * struct costs more than these stores on every op). */
+    for (int i = 0; i < EV_MAX_DIMS; i++) {
+        t->shape[i] = i < ndim ? shape[i] : 0;
+        t->strides[i] = i < ndim ? strides[i] : 0;
     }
     t->numel = shape_numel(ndim, shape);
     t->storage = s;
