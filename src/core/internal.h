@@ -149,9 +149,11 @@ typedef struct ev_dep {
 
 #define EV_INLINE_DEPS 4
 
-/* Laid out so that what the submitter writes and the worker reads for an
- * instruction with up to three operands and no argument sits on two cache
- * lines: each line is a transfer between cores. */
+/* Laid out in the order the submitter writes and the worker reads it, so
+ * that an instruction touches as few cache lines as it can (each line is a
+ * transfer between cores): line 0, then the small fields, the operands in
+ * use, and the argument right after them; the dependency array, empty for
+ * work on one stream, comes last. */
 typedef struct ev_instr ev_instr;
 struct ev_instr {
     /* line 0 */
@@ -163,20 +165,18 @@ struct ev_instr {
     const char *name;
     uint64_t seq;               /* position on its worker's queue */
     ev_operand *operands;       /* inline_operands or owned heap array */
-    /* line 1 */
+    /* line 1 on */
     ev_dep *deps;               /* inline_deps or owned heap array */
     uint16_t n_operands;
     uint16_t n_deps;
     uint32_t flags;
-    ev_operand inline_operands[EV_INLINE_OPERANDS];
-    ev_dep inline_deps[EV_INLINE_DEPS];
-    /* read only on failure or when profiling */
-    const ev_site *site;
+    const ev_site *site;        /* read only on failure or when profiling */
     ev_stream stream;
     int64_t issue_ns;
+    ev_operand inline_operands[EV_INLINE_OPERANDS];
     _Alignas(16) unsigned char inline_arg[EV_INLINE_ARG_SIZE];
+    ev_dep inline_deps[EV_INLINE_DEPS];
 };
-
 
 enum {
     EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */

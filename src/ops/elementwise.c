@@ -2,24 +2,29 @@
  * packing, overlap handling, submission, and the kernel that drives a loop
  * over operands of any strides and dtypes. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "ops/ops-impl.h"
 
 typedef struct ew_arg {
-    ev_tensor *ops[EV__ITER_MAX_OPS]; /* [0] out, then inputs; all referenced */
-    int nops;
-    ev_dtype loop_in, loop_out;
+    /* What a dense loop needs comes first: a dense instruction carries only
+     * this part (see EW_DENSE_ARG_SIZE), two cache lines. */
     ev__loop_fn loop;
     const char *name;                 /* static */
     ev__loop_ctx ctx;
     /* Set at submission when every operand is dense and in the loop's dtype:
      * the kernel then runs from these alone and never reads a tensor struct
      * (each read would be a cache miss on the worker). */
-    int dense;
-    int64_t numel;
     char *ptrs[EV__ITER_MAX_OPS];
+    int64_t numel;
+    int nops;
+    int dense;
+    ev_dtype loop_in, loop_out;
+    ev_tensor *ops[EV__ITER_MAX_OPS]; /* [0] out, then inputs; referenced
+                                         unless dense */
 } ew_arg;
+#define EW_DENSE_ARG_SIZE offsetof(ew_arg, ops)
 _Static_assert(sizeof(ew_arg) <= EV_INLINE_ARG_SIZE, "ew_arg must travel inline");
 
 static void ew_drop(void *p)
@@ -161,8 +166,8 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
          * storage the program drops next is then released now, and its
          * block can serve the next large op of this stream (stream-ordered
          * reuse) instead of coming back after the worker ran. */
-        rc = ev__submit(ex, name, ew_kernel, &a, sizeof a, NULL, &a.ops[1], a.nops - 1,
-                        &a.ops[0], 1);
+        rc = ev__submit(ex, name, ew_kernel, &a, EW_DENSE_ARG_SIZE, NULL, &a.ops[1],
+                        a.nops - 1, &a.ops[0], 1);
         ew_drop(&a);
         return rc;
     }
