@@ -276,7 +276,10 @@ EV_API int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value);
 
 /* Statistics of the caching allocator of one device, in bytes. */
 typedef struct ev_allocator_stats {
-    uint64_t in_use;       /* handed out to live storages (block sizes) */
+    uint64_t in_use;       /* handed out to live storages (block sizes), and
+                              small blocks other threads freed and keep for
+                              their next allocations (up to 16 each, folded
+                              back when they read the stats or exit) */
     uint64_t reserved;     /* held from the system: in use plus cached */
     uint64_t peak_in_use;  /* highest in_use since start or reset_peak */
     uint64_t cached;       /* reserved - in_use: ready for reuse */

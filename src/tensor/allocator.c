@@ -6,6 +6,9 @@
  * its own free list. Large requests round up to 64 KiB and share one list
  * sorted by size, served best-fit when the cached block wastes at most 1/8.
  *
+ * In front of it, each issuing thread keeps its last few small frees (see
+ * "thread caches" below).
+ *
  * Lock order: one mutex per allocator, taken last (nothing else is locked
  * while holding it, and no callback runs under it). Frees arrive from worker
  * threads (storage free callbacks), allocations from issuing threads. */
@@ -52,6 +55,74 @@ static void fork_release(void)
 __attribute__((constructor)) static void register_fork_handlers(void)
 {
     pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+/* ------------------------------------------------------- thread caches */
+
+/* Each thread that issues ops keeps the last few small blocks it freed and
+ * takes them back first: a loop of small ops then frees and allocates
+ * without the allocator's lock (two lock round trips per op otherwise).
+ * Blocks held here still count as in use, so the statistics stay exact
+ * without any shared counter; what they held is folded in when the thread
+ * hands blocks back, reads the statistics, or exits. Worker threads do not
+ * keep any (they rarely allocate, so blocks would sit idle there). */
+#define TCACHE_BLOCKS 16
+#define TCACHE_MAX_SIZE ((size_t)64 << 10)
+
+typedef struct tcache {
+    int n;
+    ev__block *blocks[TCACHE_BLOCKS]; /* owned (counted as in use) */
+    uint64_t n_allocs;                /* not yet folded into the stats */
+} tcache;
+
+static EV_TLS_FAST tcache *my_tcache;
+static pthread_key_t tcache_key;
+static pthread_once_t tcache_once = PTHREAD_ONCE_INIT;
+
+static void cache_put(allocator *a, ev__block *b);
+
+/* Hands every block of c back to the allocator and folds its counts.
+ * Caller holds no lock. */
+static void tcache_flush(allocator *a, tcache *c)
+{
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < c->n; i++) {
+        a->stats.in_use -= c->blocks[i]->size;
+        cache_put(a, c->blocks[i]);
+    }
+    a->stats.n_allocs += c->n_allocs;
+    a->stats.n_cache_hits += c->n_allocs;
+    pthread_mutex_unlock(&a->lock);
+    c->n = 0;
+    c->n_allocs = 0;
+}
+
+static void tcache_exit(void *p)
+{
+    tcache_flush(&cpu_allocator, p);
+    ev__free(p);
+}
+
+static void tcache_key_init(void)
+{
+    pthread_key_create(&tcache_key, tcache_exit);
+}
+
+/* The calling thread's cache, made on first use; NULL on a worker or when
+ * it cannot be made (the shared path still works). */
+static tcache *tcache_get(void)
+{
+    if (my_tcache || ev__current_worker) {
+        return my_tcache;
+    }
+    pthread_once(&tcache_once, tcache_key_init);
+    tcache *c = ev__calloc(1, sizeof *c);
+    if (c && pthread_setspecific(tcache_key, c) != 0) {
+        ev__free(c);
+        c = NULL;
+    }
+    my_tcache = c;
+    return c;
 }
 
 static allocator *allocator_for(int device_type, int device_index)
@@ -176,6 +247,16 @@ int ev__alloc(int device_type, int device_index, size_t nbytes, ev__block **out)
     }
     int idx;
     size_t size = class_size(nbytes, &idx);
+    tcache *c = a == &cpu_allocator && size <= TCACHE_MAX_SIZE ? tcache_get() : NULL;
+    for (int i = c ? c->n - 1 : -1; i >= 0; i--) {
+        if (c->blocks[i]->size == size) {
+            ev__block *b = c->blocks[i];
+            c->blocks[i] = c->blocks[--c->n];
+            c->n_allocs++;
+            *out = b;
+            return 0;
+        }
+    }
     pthread_mutex_lock(&a->lock);
     ev__block *b = cache_take(a, size, idx);
     int hit = b != NULL;
@@ -186,6 +267,11 @@ int ev__alloc(int device_type, int device_index, size_t nbytes, ev__block **out)
         /* The system is out of memory: give it our cache back and try once
          * more before failing. */
         a->stats.n_oom_retries++;
+        if (c && c->n) {
+            pthread_mutex_unlock(&a->lock);
+            tcache_flush(a, c);
+            pthread_mutex_lock(&a->lock);
+        }
         cache_empty(a);
         b = sys_alloc(a, size);
     }
@@ -210,10 +296,25 @@ void ev__dealloc(ev__block *b)
         return;
     }
     allocator *a = allocator_for(b->device_type, b->device_index);
-    int idx;
-    class_size(b->size, &idx);
+    tcache *c = a == &cpu_allocator && b->size <= TCACHE_MAX_SIZE ? tcache_get() : NULL;
+    if (c) {
+        if (c->n == TCACHE_BLOCKS) {
+            tcache_flush(a, c);
+        }
+        c->blocks[c->n++] = b;
+        return;
+    }
     pthread_mutex_lock(&a->lock);
     a->stats.in_use -= b->size;
+    cache_put(a, b);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Puts b in its bin. Caller holds the lock. */
+static void cache_put(allocator *a, ev__block *b)
+{
+    int idx;
+    class_size(b->size, &idx);
     if (idx >= 0) {
         b->next = a->small[idx];
         a->small[idx] = b;
@@ -225,7 +326,15 @@ void ev__dealloc(ev__block *b)
         b->next = *p;
         *p = b;
     }
-    pthread_mutex_unlock(&a->lock);
+}
+
+/* Folds the calling thread's cache into the allocator, so that what it reads
+ * or empties next is exact for this thread. */
+static void flush_mine(allocator *a)
+{
+    if (a == &cpu_allocator && my_tcache && (my_tcache->n || my_tcache->n_allocs)) {
+        tcache_flush(a, my_tcache);
+    }
 }
 
 int ev__block_fits(const ev__block *b, size_t nbytes)
@@ -255,6 +364,7 @@ int ev_allocator_get_stats(int device_type, int device_index, ev_allocator_stats
         return ev__set_message(EV_EINVAL, "ev_allocator_get_stats: no device of type %d "
                                "index %d (or out is NULL)", device_type, device_index);
     }
+    flush_mine(a);
     pthread_mutex_lock(&a->lock);
     *out = a->stats;
     pthread_mutex_unlock(&a->lock);
@@ -269,6 +379,7 @@ int ev_allocator_empty_cache(int device_type, int device_index)
         return ev__set_message(EV_EINVAL, "ev_allocator_empty_cache: no device of type %d "
                                "index %d", device_type, device_index);
     }
+    flush_mine(a);
     pthread_mutex_lock(&a->lock);
     cache_empty(a);
     pthread_mutex_unlock(&a->lock);
@@ -282,6 +393,7 @@ int ev_allocator_reset_peak(int device_type, int device_index)
         return ev__set_message(EV_EINVAL, "ev_allocator_reset_peak: no device of type %d "
                                "index %d", device_type, device_index);
     }
+    flush_mine(a);
     pthread_mutex_lock(&a->lock);
     a->stats.peak_in_use = a->stats.in_use;
     pthread_mutex_unlock(&a->lock);

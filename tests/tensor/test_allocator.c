@@ -220,6 +220,47 @@ static void test_concurrent_churn(void)
     }
 }
 
+/* A thread's small frees stay in its own cache (still counted as in use,
+ * and served again without the lock); they are folded back into the
+ * allocator when the thread reads the statistics or exits. */
+static void *free_small_blocks(void *arg)
+{
+    ev_allocator_stats *seen = arg;
+    ev_exec ex = {test_vm, 0, NULL};
+    ev_tensor *t[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(ev_empty(&ex, EV_FLOAT32, 1, SHAPE(100), &t[i])); /* 400 -> 448 bytes */
+    }
+    for (int i = 0; i < 4; i++) {
+        ev_tensor_unref(t[i]);
+    }
+    /* Served again from this thread's cache: no new system block. */
+    ev_allocator_stats before;
+    CHECK_OK(ev_allocator_get_stats(EV_DEVICE_CPU, 0, &before));
+    CHECK_OK(ev_empty(&ex, EV_FLOAT32, 1, SHAPE(100), &t[0]));
+    ev_tensor_unref(t[0]);
+    CHECK_OK(ev_allocator_get_stats(EV_DEVICE_CPU, 0, seen));
+    CHECK_EQ(seen->n_sys_allocs, before.n_sys_allocs);
+    CHECK_EQ(seen->n_cache_hits, before.n_cache_hits + 1);
+    /* Freed again, and kept until this thread exits. */
+    CHECK_OK(ev_empty(&ex, EV_FLOAT32, 1, SHAPE(100), &t[0]));
+    ev_tensor_unref(t[0]);
+    return NULL;
+}
+
+static void test_thread_cache_folds_back(void)
+{
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_allocator_stats s0 = stats(), seen;
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, free_small_blocks, &seen), 0);
+    pthread_join(th, NULL);
+    CHECK_EQ(seen.in_use, s0.in_use); /* its own reading was exact */
+    ev_allocator_stats s1 = stats();
+    CHECK_EQ(s1.in_use, s0.in_use); /* the exit handed its cache back */
+    CHECK_GE(s1.cached, 448);
+}
+
 /* Closes the gate and queues a kernel waiting at it on uid's stream, so
  * that everything issued after it there stays pending. */
 static void block_stream(uint32_t uid)
@@ -345,6 +386,7 @@ int main(void)
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_freed_after_last_instruction);
     RUN_TEST(test_concurrent_churn);
+    RUN_TEST(test_thread_cache_folds_back);
     RUN_TEST(test_stream_ordered_reuse_chain);
     RUN_TEST(test_stream_ordered_reuse_other_streams);
     RUN_TEST(test_stream_ordered_reuse_drops_poison);
