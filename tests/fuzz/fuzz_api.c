@@ -757,6 +757,22 @@ static ev_tensor *index_tensor(fz *f, reader *r, int nd, const int64_t *shape)
     return t;
 }
 
+/* Elements of x without dimension d (saturating): a zero-size x may have a
+ * huge dimension beside its zero one, and selecting along the zero one then
+ * asks for a huge result, which must fail cleanly with EV_ENOMEM. */
+static int64_t numel_without(ev_tensor *x, int d)
+{
+    int nd = ev_tensor_ndim(x);
+    const int64_t *sh = ev_tensor_shape(x);
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        if (i != (d < 0 ? d + nd : d)) {
+            n = sh[i] && n > INT64_MAX / sh[i] ? INT64_MAX : n * sh[i];
+        }
+    }
+    return n;
+}
+
 static void do_index(fz *f, reader *r)
 {
     ev_tensor *x = pick(f, r);
@@ -774,7 +790,9 @@ static void do_index(fz *f, reader *r)
         int ind = u8(r) & 1;
         idx = index_tensor(f, r, ind, &len);
         rc = kind == 0 ? ev_index_select(&f->ex, x, d, idx, &out) : ev_take(&f->ex, x, idx, &out);
-        if (kind == 0 ? nd > 0 : (ev_tensor_numel(x) > 0 || ev_tensor_numel(idx) == 0)) {
+        if (kind == 0 && rc == EV_ENOMEM && numel_without(x, d) > ((int64_t)1 << 32)) {
+            expect_err(rc, "index_select of a huge result");
+        } else if (kind == 0 ? nd > 0 : (ev_tensor_numel(x) > 0 || ev_tensor_numel(idx) == 0)) {
             /* take from an empty tensor with indices is an index error at the wait */
             expect_ok(rc, kind == 0 ? "index_select" : "take");
         }
