@@ -213,6 +213,7 @@ typedef struct ev_worker {
     _Atomic uint32_t done_epoch;    /* futex word for waiters */
     _Atomic uint32_t n_waiters;
     _Atomic uint64_t wake_at;       /* smallest seq a parked waiter waits for */
+    _Atomic int cpu;                /* where the worker last ran an instruction */
 
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
     ev_instr *returned_local;        /* finished instrs, batched before publishing */

@@ -29,8 +29,11 @@
 #define SPIN_IDLE_NS 20000
 
 /* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns and
- * yielding between checks after that. */
-static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_t total_ns)
+ * yielding between checks after that. peer_cpu (may be NULL) is where the
+ * thread that will make ready() true last ran: if that is this CPU, it
+ * cannot run until we let it, so the busy phase is skipped. */
+static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_t total_ns,
+                       _Atomic int *peer_cpu)
 {
     int64_t start = ev__now_ns();
     for (;;) {
@@ -44,7 +47,8 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_
         if (spent > total_ns) {
             return false;
         }
-        if (spent > busy_ns) {
+        if (spent > busy_ns ||
+            (peer_cpu && atomic_load_explicit(peer_cpu, memory_order_relaxed) == sched_getcpu())) {
             break;
         }
     }
@@ -136,7 +140,7 @@ bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
     struct dep_probe probe = {w, d.seq};
     uint64_t finished = atomic_load_explicit(&w->completed, memory_order_acquire);
     int64_t busy = finished + 1 >= d.seq ? SPIN_BUSY_NEXT_NS : SPIN_BUSY_NS;
-    if (spin_until(dep_ready, &probe, busy, SPIN_DEP_NS)) {
+    if (spin_until(dep_ready, &probe, busy, SPIN_DEP_NS, &w->cpu)) {
         return true;
     }
     int64_t deadline = timeout_ns < 0 ? -1 : ev__now_ns() + timeout_ns;
@@ -403,6 +407,21 @@ static void *worker_main(void *p)
                     flush_returned(w);
                 }
             }
+            /* The queue is usually deep: ask for the next instruction's
+             * lines (written by a submitter on another core) while this one
+             * runs. */
+            ev_instr *after = atomic_load_explicit(&ins->next, memory_order_relaxed);
+            if (after) {
+                __builtin_prefetch(after);
+                __builtin_prefetch((char *)after + EV_CACHELINE);
+                __builtin_prefetch(after->inline_deps);
+            }
+            /* Where we run, for threads waiting on us (one load from rseq
+             * data; stored only when it changed). */
+            int cpu = sched_getcpu();
+            if (cpu != atomic_load_explicit(&w->cpu, memory_order_relaxed)) {
+                atomic_store_explicit(&w->cpu, cpu, memory_order_relaxed);
+            }
             run_instr(vm, w, ins);
             /* Frees go over in batches, and all of them before the worker
              * may idle: a waiter woken by this instruction then finds them. */
@@ -417,7 +436,7 @@ static void *worker_main(void *p)
         /* Poll the link the producer writes next, not its tail pointer,
          * so that spinning does not pull the producer's line away. */
         if (spin_until(link_ready, atomic_load_explicit(&w->head, memory_order_relaxed),
-                       SPIN_BUSY_NS, SPIN_IDLE_NS) ||
+                       SPIN_BUSY_NS, SPIN_IDLE_NS, NULL) ||
             queue_maybe_nonempty(w)) {
             continue;
         }
@@ -461,6 +480,7 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     w->vm = vm;
     w->uid = uid;
     atomic_init(&w->head, &w->stub);
+    atomic_init(&w->cpu, -1);
     atomic_init(&w->wake_at, UINT64_MAX);
     atomic_init(&w->tail, &w->stub);
     atomic_init(&w->stub.next, NULL);
