@@ -8,6 +8,7 @@
  * the last, as `y = y + x` does) and a chain of 200,000 empty instructions
  * alternating between two worker threads (bench_engine's
  * chain_cross_thread). Prints the median and the best of each. */
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
