@@ -65,6 +65,85 @@ const char *ev_reduce_op_name(int op)
 PAIRWISE(f32, float)
 PAIRWISE(f64, double)
 
+/* Pairwise sums of long rows, split over the intra-op threads. The tree is
+ * cut at nodes of at most `leaf` elements; each leaf is summed by the
+ * serial code above and the leaves are combined along the same tree, so the
+ * result is bit for bit the serial one, whatever the number of threads. */
+#define PAR_SUM_MIN ((int64_t)1 << 18)
+#define PAR_MAX_LEAVES 2048
+
+typedef struct par_sum {
+    const char *x;
+    size_t esize;            /* 4 (float) or 8 (double) */
+    int64_t leaf;
+    int n_leaves;
+    int64_t off[PAR_MAX_LEAVES], len[PAR_MAX_LEAVES];
+    double sums[PAR_MAX_LEAVES]; /* a float leaf's sum, exactly, in a double */
+} par_sum;
+
+static void par_leaves(par_sum *ps, int64_t off, int64_t n)
+{
+    if (n <= ps->leaf) {
+        ps->off[ps->n_leaves] = off;
+        ps->len[ps->n_leaves++] = n;
+        return;
+    }
+    int64_t h = n / 2;
+    h -= h % 8;
+    par_leaves(ps, off, h);
+    par_leaves(ps, off + h, n - h);
+}
+
+static void par_sum_range(int64_t lo, int64_t hi, void *p)
+{
+    par_sum *ps = p;
+    for (int64_t k = lo; k < hi; k++) {
+        const char *x = ps->x + ps->off[k] * (int64_t)ps->esize;
+        ps->sums[k] = ps->esize == 4 ? (double)pairwise_f32((const float *)x, ps->len[k])
+                                     : pairwise_f64((const double *)x, ps->len[k]);
+    }
+}
+
+#define PAR_COMBINE(SUF, T)                                                    \
+    static T par_combine_##SUF(const par_sum *ps, int64_t n, int *k)          \
+    {                                                                          \
+        if (n <= ps->leaf) {                                                   \
+            return (T)ps->sums[(*k)++];                                        \
+        }                                                                      \
+        int64_t h = n / 2;                                                     \
+        h -= h % 8;                                                            \
+        T left = par_combine_##SUF(ps, h, k);                                  \
+        return left + par_combine_##SUF(ps, n - h, k);                         \
+    }
+PAR_COMBINE(f32, float)
+PAR_COMBINE(f64, double)
+
+/* Sets *out to the pairwise sum of n elements (esize 4 or 8 bytes) and
+ * returns 1 when n is long enough to split; 0 otherwise (out untouched). */
+static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out)
+{
+    if (n < PAR_SUM_MIN) {
+        return 0;
+    }
+    par_sum *ps = ev__malloc(sizeof *ps);
+    if (!ps) {
+        return 0; /* the serial sum needs no memory */
+    }
+    ps->x = x;
+    ps->esize = esize;
+    ps->leaf = (int64_t)1 << 15;
+    while (n / ps->leaf > PAR_MAX_LEAVES / 2) {
+        ps->leaf *= 2;
+    }
+    ps->n_leaves = 0;
+    par_leaves(ps, 0, n);
+    ev__parallel_for(ps->n_leaves, 1, par_sum_range, ps);
+    int k = 0;
+    *out = esize == 4 ? (double)par_combine_f32(ps, n, &k) : par_combine_f64(ps, n, &k);
+    ev__free(ps);
+    return 1;
+}
+
 /* Max/min and their indices. Floats propagate NaN: once the running value
  * is NaN it stays, and the index of the first NaN wins (NumPy). */
 #define EXTREMA(SUF, T, ISNAN)                                                 \
@@ -120,12 +199,14 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
             }
             r.v.i64 = (int64_t)s;
         } else if (loop == EV_FLOAT32) {
-            r.v.f32 = pairwise_f32(row, n);
+            double s;
+            r.v.f32 = pairwise_parallel(row, 4, n, &s) ? (float)s : pairwise_f32(row, n);
             if (kind == R_MEAN) {
                 r.v.f32 /= (float)n;
             }
         } else {
-            r.v.f64 = pairwise_f64(row, n);
+            double s;
+            r.v.f64 = pairwise_parallel(row, 8, n, &s) ? s : pairwise_f64(row, n);
             if (kind == R_MEAN) {
                 r.v.f64 /= (double)n;
             }
@@ -372,6 +453,42 @@ static int red_outer(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
     return 0;
 }
 
+/* Outputs [lo, hi) of a reduction whose rows are dense in the reducer's
+ * dtype (red_kernel's direct path), for ev__parallel_for. */
+typedef struct rows_job {
+    const red_arg *a;
+    const char *base;
+    char *o;
+    int64_t osz, nred;
+    int nk;
+    const int64_t *kshape, *kstr;
+} rows_job;
+
+static void reduce_rows(int64_t lo, int64_t hi, void *p)
+{
+    const rows_job *j = p;
+    /* Where output lo's row starts: unravel lo over the kept dimensions. */
+    int64_t idx[EV_MAX_DIMS] = {0}, off = 0, rest = lo;
+    for (int d = j->nk - 1; d >= 0; d--) {
+        idx[d] = rest % j->kshape[d];
+        rest /= j->kshape[d];
+        off += idx[d] * j->kstr[d];
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        red_val r = reduce_row(j->a->kind, j->a->loop, j->base + off, j->nred,
+                               j->a->correction);
+        ev__cast_strided(j->o + i * j->osz, j->a->out->dtype, j->osz, &r.v, r.dtype, 0, 1);
+        for (int d = j->nk - 1; d >= 0; d--) {
+            off += j->kstr[d];
+            if (++idx[d] < j->kshape[d]) {
+                break;
+            }
+            off -= j->kstr[d] * j->kshape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 static int red_kernel(void *p, ev_kctx *kc)
 {
     red_arg *a = p;
@@ -422,9 +539,15 @@ static int red_kernel(void *p, ev_kctx *kc)
                                 red_names[a->kind], (long long)(nred * lsz));
         }
     }
+    char *o = ev__tensor_ptr(a->out);
+    if (direct && nout > 1 && nred > 0 && nout * nred >= PAR_SUM_MIN) {
+        /* Many dense rows: split the outputs over the intra-op threads. */
+        rows_job job = {a, base, o, osz, nred, nk, kshape, kstr};
+        ev__parallel_for(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
+        return 0;
+    }
     int64_t idx[EV_MAX_DIMS] = {0};
     int64_t off = 0;
-    char *o = ev__tensor_ptr(a->out);
     for (int64_t i = 0; i < nout; i++) {
         const void *row = buf;
         if (nred > 0) {

@@ -1,10 +1,12 @@
 /* Elementwise loops large enough to be split over the intra-op helper
  * threads: exact results at sizes that do not divide into the chunks, a
- * loop failure met in one chunk, in-place ops, and two workers splitting
+ * loop failure met in one chunk, in-place ops, sums split over threads
+ * that keep the serial bits, and two workers splitting
  * loops at the same time (one gets the helpers, the other runs alone).
  * EV_TEST_CONCURRENCY: also run under TSan. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensor_test.h"
 
@@ -95,6 +97,83 @@ static void test_failure_in_one_chunk(void)
     free(e);
 }
 
+/* The serial pairwise sum the kernels use (src/ops/reduce.c), written again
+ * here: a split sum must give these bits, whatever the number of threads. */
+static float ref_pairwise(const float *x, int64_t n)
+{
+    if (n < 8) {
+        float s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            s += x[i];
+        }
+        return s;
+    }
+    if (n <= 128) {
+        float r[8];
+        for (int j = 0; j < 8; j++) {
+            r[j] = x[j];
+        }
+        int64_t i = 8;
+        for (; i + 8 <= n; i += 8) {
+            for (int j = 0; j < 8; j++) {
+                r[j] += x[i + j];
+            }
+        }
+        float s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) {
+            s += x[i];
+        }
+        return s;
+    }
+    int64_t h = n / 2;
+    h -= h % 8;
+    return ref_pairwise(x, h) + ref_pairwise(x + h, n - h);
+}
+
+static void test_split_sums_match_the_serial_bits(void)
+{
+    /* Values whose sum rounds differently in different orders. */
+    const int64_t n = 3000017;
+    float *h = malloc((size_t)n * sizeof *h);
+    CHECK(h != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = (float)((i * 2654435761u) % 1000003) * 1e-3f + 1e-7f * (float)(i % 13);
+    }
+    ev_tensor *x = upload_f32(&EX, h, n), *s, *m;
+    CHECK_OK(ev_sum(&EX, x, 0, NULL, 0, &s));
+    CHECK_OK(ev_mean(&EX, x, 0, NULL, 0, &m));
+    float got_s, got_m;
+    CHECK_OK(ev_to_host(&EX, s, &got_s));
+    CHECK_OK(ev_to_host(&EX, m, &got_m));
+    float want = ref_pairwise(h, n);
+    CHECK(memcmp(&got_s, &want, sizeof want) == 0);
+    float want_m = want / (float)n;
+    CHECK(memcmp(&got_m, &want_m, sizeof want_m) == 0);
+    ev_tensor_unref(s);
+    ev_tensor_unref(m);
+
+    /* Many rows at once (split by rows): each row is its own serial sum. */
+    enum { ROWS = 301, COLS = 2003 };
+    ev_tensor *x2, *rs;
+    ev_tensor *part = upload_f32(&EX, h, ROWS * COLS);
+    CHECK_OK(ev_reshape(&EX, part, 2, SHAPE(ROWS, COLS), &x2));
+    const int dim1[1] = {1};
+    CHECK_OK(ev_sum(&EX, x2, 1, dim1, 0, &rs));
+    float *rows = malloc(ROWS * sizeof *rows);
+    CHECK(rows != NULL);
+    CHECK_OK(ev_to_host(&EX, rs, rows));
+    for (int r = 0; r < ROWS; r++) {
+        float w = ref_pairwise(h + (int64_t)r * COLS, COLS);
+        CHECK(memcmp(&rows[r], &w, sizeof w) == 0);
+    }
+    free(rows);
+    ev_tensor_unref(rs);
+    ev_tensor_unref(x2);
+    ev_tensor_unref(part);
+    ev_tensor_unref(x);
+    free(h);
+}
+
 /* Each thread runs a chain of large adds on its own worker thread. */
 static void *chain(void *arg)
 {
@@ -148,6 +227,7 @@ int main(void)
     test_setup();
     RUN_TEST(test_large_dense_ops_exact);
     RUN_TEST(test_failure_in_one_chunk);
+    RUN_TEST(test_split_sums_match_the_serial_bits);
     RUN_TEST(test_two_workers_split_at_once);
     test_teardown();
     return 0;
