@@ -18,13 +18,13 @@ void ev_vm_profile_enable(ev_vm *vm, int on)
     if (!vm) {
         return;
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     if (on && vm->prof_base_ns == 0) {
         vm->prof_base_ns = ev__now_ns();
         vm->prof_base_ticks = ev__prof_ticks();
     }
     atomic_store_explicit(&vm->profiling, on != 0, memory_order_relaxed);
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
 }
 
 /* Converts the records' tick stamps to nanoseconds, scaling by the ticks
@@ -32,9 +32,9 @@ void ev_vm_profile_enable(ev_vm *vm, int on)
  * longer the span, the finer the scale). */
 static void ticks_to_ns(ev_vm *vm, ev_prof_record *r, size_t n)
 {
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     int64_t base_ns = vm->prof_base_ns, base_ticks = vm->prof_base_ticks;
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     int64_t now_ns = ev__now_ns(), now_ticks = ev__prof_ticks();
     double scale = 1.0;
     if (now_ticks > base_ticks && now_ns > base_ns) {

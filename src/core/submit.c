@@ -511,9 +511,9 @@ void ev__reap_released(ev_vm *vm)
     if (!atomic_load_explicit(&vm->n_released, memory_order_relaxed)) {
         return;
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     ev_obj *done_list = take_done_released(vm);
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     free_done_released(vm, done_list);
 }
 
@@ -541,17 +541,17 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
     maybe_wait_for_room(vm);
     ev__run_deferred(vm);
 
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     uint32_t uid = d->stream.thread_uid;
     ev_worker *w = worker_for(vm, uid, &rc);
     ev_instr *ins = w ? instr_alloc(vm) : NULL;
     if (!ins) {
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         return w ? ev__set_message(EV_ENOMEM, "ev_submit: out of memory for an instruction") : rc;
     }
     if (instr_init(ins, d) != 0) {
         instr_unalloc(vm, ins);
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         return ev__set_message(EV_ENOMEM, "ev_submit: out of memory copying %s", ins->name);
     }
 
@@ -570,7 +570,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
     }
     if (rc != 0) {
         instr_fini_unsubmitted(vm, ins);
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         return ev__set_message(rc, "ev_submit: out of memory analysing %s", ins->name);
     }
     /* Reads first, then writes: an object both read and written ends with
@@ -588,7 +588,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
     }
     instr_push(vm, w, ins, ticket_out);
     ev_obj *done_list = take_done_released_batch(vm);
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     free_done_released(vm, done_list);
     return 0;
 }
@@ -618,14 +618,14 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
         return rc;
     }
     maybe_wait_for_room(vm);
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     ev_worker *w = worker_for(vm, stream.thread_uid, &rc);
     ev_instr *ins = w ? instr_alloc(vm) : NULL;
     if (!ins || instr_init(ins, &d) != 0) {
         if (ins) {
             instr_unalloc(vm, ins);
         }
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         return w ? ev__set_message(EV_ENOMEM, "ev_submit_barrier: out of memory") : rc;
     }
     /* After everything issued so far on every worker: each worker finishes
@@ -642,13 +642,13 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
     }
     if (rc != 0) {
         instr_fini_unsubmitted(vm, ins);
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         return ev__set_message(rc, "ev_submit_barrier: out of memory");
     }
     ins->flags |= EV_INSTR_BARRIER | EV_INSTR_ALWAYS_RUN;
     instr_push(vm, w, ins, ticket_out);
     vm->barrier = (ev_dep){stream.thread_uid, ins->seq};
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     return 0;
 }
 
@@ -823,7 +823,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         free_released(vm, obj, free_fn, data);
         return 0;
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     if (one_worker) {
         /* The worker finishes in order: once it is past last_seq nothing
          * touches obj. Wait on its released list for a thread that submits
@@ -844,7 +844,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
                               atomic_load_explicit(&vm->n_released, memory_order_relaxed) + 1,
                               memory_order_relaxed);
         ev_obj *done_list = take_done_released_batch(vm);
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         free_done_released(vm, done_list);
         return 0;
     }
@@ -877,7 +877,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         /* Out of memory: nothing else can free it safely, so wait here. On a
          * worker (a release from arg_drop), its own accesses are the running
          * instruction, whose kernel is over, or earlier ones: skip them. */
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
         FOR_EACH_ACCESS(obj, dep, {
             if (!self || dep.uid != self->uid) {
                 ev__wait_dep(vm, dep, -1);
@@ -888,6 +888,6 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
     }
     ins->flags |= EV_INSTR_RELEASE | EV_INSTR_ALWAYS_RUN;
     instr_push(vm, w, ins, NULL);
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     return 0;
 }

@@ -80,7 +80,7 @@ static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_lock);
     for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
-        pthread_mutex_lock(&vm->submit_lock);
+        ev__lock_acquire(&vm->submit_lock);
         pthread_mutex_lock(&vm->pool_lock);
         pthread_mutex_lock(&vm->err_lock);
     }
@@ -91,7 +91,7 @@ static void fork_release(void)
     for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
         pthread_mutex_unlock(&vm->err_lock);
         pthread_mutex_unlock(&vm->pool_lock);
-        pthread_mutex_unlock(&vm->submit_lock);
+        ev__lock_release(&vm->submit_lock);
     }
     pthread_mutex_unlock(&live_lock);
 }
@@ -150,7 +150,6 @@ int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
         goto fail_pool;
     }
     vm->uid_taken[0] = 1;
-    pthread_mutex_init(&vm->submit_lock, NULL);
     pthread_mutex_init(&vm->pool_lock, NULL);
     pthread_mutex_init(&vm->err_lock, NULL);
     pthread_mutex_init(&vm->spares_lock, NULL);
@@ -193,7 +192,6 @@ void ev_vm_destroy(ev_vm *vm)
         ev_error_unref(e);
         e = next;
     }
-    pthread_mutex_destroy(&vm->submit_lock);
     pthread_mutex_destroy(&vm->pool_lock);
     pthread_mutex_destroy(&vm->err_lock);
     pthread_mutex_destroy(&vm->spares_lock);
@@ -259,7 +257,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
     if (!vm) {
         return;
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (w) {
@@ -273,7 +271,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
     out->cross_edges = vm->n_cross_edges;
     out->stream_edges = vm->n_stream_edges;
     out->worker_wakes = vm->n_wakes;
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
     out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);
     out->backpressure_waits = atomic_load_explicit(&vm->n_backpressure, memory_order_relaxed);

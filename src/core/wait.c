@@ -73,9 +73,9 @@ int ev_wait_obj_timeout(ev_vm *vm, ev_obj *obj, uint32_t timeout_ms, ev_error **
     if (!vm || !obj) {
         return ev__set_message(EV_EINVAL, "ev_wait_obj: vm and obj must not be NULL");
     }
-    pthread_mutex_lock(&vm->submit_lock);
+    ev__lock_acquire(&vm->submit_lock);
     ev_dep d = obj->last_writer;
-    pthread_mutex_unlock(&vm->submit_lock);
+    ev__lock_release(&vm->submit_lock);
     if (!host_wait(vm, d, deadline_after(timeout_ms))) {
         return ev__set_message(EV_ETIMEDOUT, "ev_wait_obj: not ready after %u ms", timeout_ms);
     }
