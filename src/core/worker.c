@@ -400,13 +400,6 @@ static void *worker_main(void *p)
         ev_instr *retired = NULL;
         ev_instr *ins = queue_pop(w, &retired);
         if (ins) {
-            if (retired) {
-                retired->free_next = w->returned_local;
-                w->returned_local = retired;
-                if (++w->returned_count >= 64) {
-                    flush_returned(w);
-                }
-            }
             /* The queue is usually deep: ask for the next instruction's
              * lines (written by a submitter on another core) while this one
              * runs. */
@@ -429,6 +422,16 @@ static void *worker_main(void *p)
                 ev__flush_deferred(w);
             }
             publish_done(w, ins->seq);
+            /* After publishing: linking the retired instruction writes a
+             * line its submitter wrote, and publish_done's exchange would
+             * wait for that write while another thread waits for us. */
+            if (retired) {
+                retired->free_next = w->returned_local;
+                w->returned_local = retired;
+                if (++w->returned_count >= 64) {
+                    flush_returned(w);
+                }
+            }
             continue;
         }
         flush_returned(w);
