@@ -74,6 +74,33 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
     }
 }
 
+/* A strided loop split along its outermost dimension: each chunk runs the
+ * iterator over its own slice of it (rows longer than that dimension stay
+ * whole), with its own copy of the context. */
+typedef struct ew_strided_split {
+    const ew_arg *a;
+    const ev__iter *it;
+    const ev_dtype *dt;
+    _Atomic int err;
+} ew_strided_split;
+
+static void ew_strided_range(int64_t lo, int64_t hi, void *p)
+{
+    ew_strided_split *sp = p;
+    ev__iter sub = *sp->it;
+    int d = sub.ndim - 1;
+    for (int k = 0; k < sub.nops; k++) {
+        sub.data[k] += lo * sub.strides[k][d];
+    }
+    sub.numel = sub.numel / sub.shape[d] * (hi - lo);
+    sub.shape[d] = hi - lo;
+    ev__loop_ctx ctx = sp->a->ctx;
+    ev__run_loop(&sub, sp->dt, sp->a->loop_in, sp->a->loop_out, sp->a->loop, &ctx);
+    if (ctx.err) {
+        atomic_store_explicit(&sp->err, ctx.err, memory_order_relaxed);
+    }
+}
+
 static int ew_kernel(void *p, ev_kctx *kc)
 {
     ew_arg *a = p;
@@ -90,7 +117,15 @@ static int ew_kernel(void *p, ev_kctx *kc)
         }
         ev__iter it;
         ev__iter_init(&it, a->nops, a->ops);
-        ev__run_loop(&it, dt, a->loop_in, a->loop_out, a->loop, &a->ctx);
+        int64_t outer = it.shape[it.ndim - 1];
+        if (it.numel >= 2 * EV__PARALLEL_GRAIN && outer > 1) {
+            ew_strided_split sp = {a, &it, dt, 0};
+            int64_t per = it.numel / outer; /* elements per outer index */
+            ev__parallel_for(outer, (EV__PARALLEL_GRAIN + per - 1) / per, ew_strided_range, &sp);
+            a->ctx.err = atomic_load_explicit(&sp.err, memory_order_relaxed);
+        } else {
+            ev__run_loop(&it, dt, a->loop_in, a->loop_out, a->loop, &a->ctx);
+        }
     }
     if (a->ctx.err == EV__LOOP_NEG_INT_POW) {
         return ev_kctx_fail(kc, EV_EVALUE, "%s: integers to negative integer powers are not "

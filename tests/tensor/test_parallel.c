@@ -174,6 +174,74 @@ static void test_split_sums_match_the_serial_bits(void)
     free(h);
 }
 
+/* Strided loops (broadcast, transposed, mixed dtypes) split along their
+ * outermost dimension give the values a plain loop gives. */
+static void test_strided_loops_split_exactly(void)
+{
+    enum { R = 777, C = 1031 }; /* 801,087 elements, odd sizes */
+    float *hm = ramp(R * C, 997), *hr = ramp(C, 13), *got = malloc((size_t)R * C * 8);
+    CHECK(got != NULL);
+    ev_tensor *flat = upload_f32(&EX, hm, R * C), *m, *row, *bsum, *tsum, *m64, *mix;
+    CHECK_OK(ev_reshape(&EX, flat, 2, SHAPE(R, C), &m));
+    row = upload_f32(&EX, hr, C);
+    CHECK_OK(ev_add(&EX, m, row, &bsum)); /* row broadcast down the rows */
+    CHECK_OK(ev_to_host(&EX, bsum, got));
+    for (int64_t i = 0; i < (int64_t)R * C; i++) {
+        CHECK(got[i] == hm[i] + hr[i % C]);
+    }
+    /* Square part of m against its own transpose: a strided input. */
+    ev_tensor *sq, *sqt;
+    CHECK_OK(ev_slice(m, 1, 0, R, 1, &sq)); /* R x R, rows of stride C */
+    CHECK_OK(ev_transpose(sq, 0, 1, &sqt));
+    CHECK_OK(ev_add(&EX, sq, sqt, &tsum));
+    CHECK_OK(ev_to_host(&EX, tsum, got));
+    for (int64_t i = 0; i < R; i++) {
+        for (int64_t j = 0; j < R; j++) {
+            CHECK(got[i * R + j] == hm[i * C + j] + hm[j * C + i]);
+        }
+    }
+    /* float32 + float64: converted through buffers, chunk by chunk. */
+    CHECK_OK(ev_cast(&EX, m, EV_FLOAT64, &m64));
+    CHECK_OK(ev_add(&EX, m, m64, &mix));
+    double *g64 = (double *)got;
+    CHECK_OK(ev_to_host(&EX, mix, g64));
+    for (int64_t i = 0; i < (int64_t)R * C; i++) {
+        CHECK(g64[i] == 2.0 * (double)hm[i]);
+    }
+    ev_tensor *objs[] = {flat, m, row, bsum, sq, sqt, tsum, m64, mix};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) {
+        ev_tensor_unref(objs[i]);
+    }
+    free(hm);
+    free(hr);
+    free(got);
+}
+
+/* A strided loop that meets a bad value in one chunk fails as a whole. */
+static void test_strided_failure_in_one_chunk(void)
+{
+    enum { R = 600, C = 500 };
+    int32_t *e = malloc(C * sizeof *e);
+    CHECK(e != NULL);
+    for (int i = 0; i < C; i++) {
+        e[i] = i == C - 3 ? -1 : 1;
+    }
+    ev_tensor *base, *ex_row, *r;
+    CHECK_OK(ev_full(&EX, EV_INT32, 2, SHAPE(R, C), ev_scalar_int(3), &base));
+    CHECK_OK(ev_from_host(&EX, EV_INT32, 1, SHAPE(C), e, &ex_row));
+    CHECK_OK(ev_pow(&EX, base, ex_row, &r)); /* the row broadcast: strided */
+    ev_error *err = NULL;
+    CHECK_EQ(ev_wait_obj(test_vm, ev_tensor_obj(r), &err), EV_EPOISON);
+    ev_error_info info;
+    ev_error_get(err, &info);
+    CHECK_EQ(info.code, EV_EVALUE);
+    ev_error_unref(err);
+    ev_tensor_unref(r);
+    ev_tensor_unref(base);
+    ev_tensor_unref(ex_row);
+    free(e);
+}
+
 /* Each thread runs a chain of large adds on its own worker thread. */
 static void *chain(void *arg)
 {
@@ -228,6 +296,8 @@ int main(void)
     RUN_TEST(test_large_dense_ops_exact);
     RUN_TEST(test_failure_in_one_chunk);
     RUN_TEST(test_split_sums_match_the_serial_bits);
+    RUN_TEST(test_strided_loops_split_exactly);
+    RUN_TEST(test_strided_failure_in_one_chunk);
     RUN_TEST(test_two_workers_split_at_once);
     test_teardown();
     return 0;
