@@ -85,6 +85,9 @@ static void run_chunks(uint32_t gen)
 static void *helper_main(void *arg)
 {
     int self = (int)(intptr_t)arg;
+    char name[16];
+    snprintf(name, sizeof name, "ev-intraop-%u", (unsigned)(self + 1) % 100u);
+    pthread_setname_np(pthread_self(), name);
     uint32_t seen = work_gen(atomic_load_explicit(&pool.work, memory_order_acquire));
     for (;;) {
         int64_t spin_until = ev__now_ns() + HELPER_SPIN_NS;
