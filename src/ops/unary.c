@@ -3,9 +3,11 @@
 /* GCC's -O2 uses the "very cheap" vectorizer cost model, which leaves these
  * loops scalar (it refuses any epilogue); "cheap" vectorizes them without
  * runtime alias checks thanks to restrict. Until the build sets it for
- * src/ops, ask for it here. */
+ * src/ops, ask for it here. no-trapping-math lets it compute both sides of
+ * a float select (clamps, relu, exp's range limits) and blend them: only
+ * floating-point exception flags could differ, and nothing reads them. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math")
 #endif
 
 #include <math.h>
@@ -56,14 +58,45 @@ UN_FLOAT(neg, -x, -x)
 UN_LOOP(abs_bool, uint8_t, uint8_t, x)
 UN_INT(abs, ABS_I)
 UN_FLOAT(abs, fabsf(x), fabs(x))
-UN_FLOAT(exp, expf(x), exp(x))
+/* float32 exp that GCC vectorizes (expf is a call per element, which left
+ * ours behind NumPy's SIMD exp): exp(x) = 2^k exp(r) with k = round(x /
+ * ln 2), r = x - k ln 2 in two parts, exp(r) by Cephes' degree-6
+ * polynomial (about 1 ulp). 2^k is made from exponent bits in two halves so
+ * that overflow gives inf and results below FLT_MIN come out subnormal. NaN
+ * passes through the clamps (comparisons with NaN are false). */
+static inline float pow2i_f32(int32_t k) /* k in [-126, 127] */
+{
+    uint32_t bits = (uint32_t)(k + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline float exp_f32(float x)
+{
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    /* Round to nearest by the 1.5 * 2^23 trick (no call to rintf). */
+    float kf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = xc - kf * 0.693359375f;
+    r = r - kf * -2.12194440e-4f;
+    float z = r * r;
+    float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+                4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    int32_t k = (int32_t)kf;
+    int32_t k1 = k >> 1;
+    return y * pow2i_f32(k1) * pow2i_f32(k - k1);
+}
+
+UN_FLOAT(exp, exp_f32(x), exp(x))
 UN_FLOAT(log, logf(x), log(x))
 UN_FLOAT(sqrt, sqrtf(x), sqrt(x))
 UN_FLOAT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
 UN_FLOAT(sin, sinf(x), sin(x))
 UN_FLOAT(cos, cosf(x), cos(x))
 UN_FLOAT(tanh, tanhf(x), tanh(x))
-UN_FLOAT(sigmoid, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x)))
+UN_FLOAT(sigmoid, 1.0f / (1.0f + exp_f32(-x)), 1.0 / (1.0 + exp(-x)))
 UN_INT(relu, RELU_I)
 /* x < 0 ? 0 : x keeps NaN, as PyTorch's relu does. */
 UN_FLOAT(relu, x < 0 ? 0.0f : x, x < 0 ? 0.0 : x)

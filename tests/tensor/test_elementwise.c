@@ -2,6 +2,9 @@
  * computed here element by element (NumPy's documented semantics), with
  * broadcasting, promotion, non-contiguous and overlapping operands, 0-d and
  * zero-size tensors, in-place forms, and the errors raised at the call. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "tensor_test.h"
 
 /* ------------------------------------------------------------- references */
@@ -436,6 +439,70 @@ static void test_clamp(void)
     ev_tensor_unref(x);
 }
 
+/* Distance in units in the last place between two floats of one sign
+ * (both finite, or equal infinities). */
+static int64_t ulp_distance(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    int64_t d = (int64_t)ia - (int64_t)ib;
+    return d < 0 ? -d : d;
+}
+
+/* float32 exp is our own vectorized code: within 1 ulp of libm's expf over
+ * the whole range, subnormal results and overflow included, and exact on
+ * the special values. sigmoid uses it. */
+static void test_exp_float32_accuracy(void)
+{
+    const int64_t n = 2000003;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    CHECK(x && y);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = -105.0f + 200.0f * (float)i / (float)n;
+    }
+    const float special[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 88.72f, 88.73f,
+                             -87.33f, -103.0f, 1e-30f, -1e-30f};
+    memcpy(x, special, sizeof special);
+    ev_tensor *t, *e, *sg;
+    CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 1, SHAPE(n), x, &t));
+    CHECK_OK(ev_exp(&EX, t, &e));
+    CHECK_OK(ev_to_host(&EX, e, y));
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float want = expf(x[i]);
+        if (isnan(want)) {
+            CHECK(isnan(y[i]));
+            continue;
+        }
+        int64_t d = ulp_distance(y[i], want);
+        if (d > worst) {
+            worst = d;
+        }
+        if (d > 1) {
+            fprintf(stderr, "exp(%.9g) = %.9g, libm %.9g\n", x[i], y[i], want);
+        }
+    }
+    CHECK_LE(worst, 1);
+    CHECK(y[0] == INFINITY && y[1] == 0.0f && y[3] == 1.0f && y[4] == 1.0f && y[6] == INFINITY);
+    CHECK_OK(ev_sigmoid(&EX, t, &sg));
+    CHECK_OK(ev_to_host(&EX, sg, y));
+    for (int64_t i = 3; i < n; i += 7) {
+        float want = 1.0f / (1.0f + expf(-x[i]));
+        /* exp's 1 ulp can become 3 through 1 / (1 + e). */
+        if (ulp_distance(y[i], want) > 4) {
+            fprintf(stderr, "sigmoid(%.9g) = %.9g, want %.9g\n", x[i], y[i], want);
+        }
+        CHECK(ulp_distance(y[i], want) <= 4);
+    }
+    CHECK(y[0] == 1.0f && y[1] == 0.0f && isnan(y[2]));
+    ev_tensor_unref(t);
+    ev_tensor_unref(e);
+    ev_tensor_unref(sg);
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     test_setup();
@@ -447,6 +514,7 @@ int main(void)
     RUN_TEST(test_inplace);
     RUN_TEST(test_unary);
     RUN_TEST(test_clamp);
+    RUN_TEST(test_exp_float32_accuracy);
     test_teardown();
     return 0;
 }
