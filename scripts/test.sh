@@ -37,7 +37,7 @@ echo "== libFuzzer on the C API, 60 seconds"
 bash tests/fuzz/run.sh 60 2>&1 | tail -n 12
 
 echo "== Python module under AddressSanitizer + UndefinedBehaviorSanitizer"
-EAGERVM_SANITIZE=address,undefined \
+EAGERVM_SANITIZE=address,undefined,float-cast-overflow \
     /usr/bin/python3 setup.py -q build_ext --inplace --force >/dev/null
 LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
     ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -84,7 +84,8 @@ static inline float exp_f32(float x)
     float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
                 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
     y = y * z + r + 1.0f;
-    int32_t k = (int32_t)kf;
+    /* NaN would make the conversion undefined; its result is NaN anyway. */
+    int32_t k = (int32_t)(kf == kf ? kf : 0.0f);
     int32_t k1 = k >> 1;
     return y * pow2i_f32(k1) * pow2i_f32(k - k1);
 }
