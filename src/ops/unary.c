@@ -5,9 +5,10 @@
  * runtime alias checks thanks to restrict. Until the build sets it for
  * src/ops, ask for it here. no-trapping-math lets it compute both sides of
  * a float select (clamps, relu, exp's range limits) and blend them: only
- * floating-point exception flags could differ, and nothing reads them. */
+ * floating-point exception flags could differ, and nothing reads them.
+ * fp-contract=off: see EV__SIMD_CLONES. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", "fp-contract=off")
 #endif
 
 #include <math.h>
@@ -17,9 +18,20 @@
 
 /* ------------------------------------------------------------------ loops */
 
+/* The loops are built for the baseline x86-64 (SSE2, 4 floats a step) and
+ * again for AVX2 (8) and AVX-512 (16); the loader picks one for the CPU it
+ * runs on. fp-contract=off (above) keeps a * b + c two roundings in every
+ * build, so each CPU computes the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#define EV__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define EV__SIMD_CLONES
+#endif
+
 /* o[i] = EXPR(x = a[i]), with restrict pointers for the two cases that occur
  * (distinct arrays, or the same array in place) so GCC vectorizes at -O2. */
 #define UN_LOOP(fname, T, OT, EXPR)                                                    \
+    EV__SIMD_CLONES                                                                    \
     static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
     {                                                                                  \
         (void)ctx;                                                                     \
