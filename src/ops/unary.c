@@ -22,7 +22,9 @@
  * again for AVX2 (8) and AVX-512 (16); the loader picks one for the CPU it
  * runs on. fp-contract=off (above) keeps a * b + c two roundings in every
  * build, so each CPU computes the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+/* Not under sanitizers: ifunc resolvers run before their runtimes start. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define EV__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define EV__SIMD_CLONES
