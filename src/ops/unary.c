@@ -105,12 +105,59 @@ static inline float exp_f32(float x)
 }
 
 UN_FLOAT(exp, exp_f32(x), exp(x))
-UN_FLOAT(log, logf(x), log(x))
+
+/* float32 log that vectorizes, as exp_f32 (about 1 ulp): x = m 2^e with m
+ * in [sqrt(1/2), sqrt(2)), log(m) by Cephes' polynomial in m - 1, and the
+ * special cases (negative, zero, inf, NaN; subnormals are scaled first)
+ * chosen by selects at the end. */
+static inline float log_f32(float x)
+{
+    int sub = x < 1.17549435e-38f; /* FLT_MIN: scale subnormals into range */
+    float xs = sub ? x * 8388608.0f : x;
+    uint32_t bits;
+    memcpy(&bits, &xs, sizeof bits);
+    int32_t e = (int32_t)((bits >> 23) & 0xff) - 126 - (sub ? 23 : 0);
+    bits = (bits & 0x807fffffu) | 0x3f000000u; /* m in [0.5, 1) */
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    int small = m < 0.707106781186547524f;
+    float ef = (float)(small ? e - 1 : e);
+    float t = small ? m + m - 1.0f : m - 1.0f;
+    float z = t * t;
+    float y = ((((((((7.0376836292e-2f * t - 1.1514610310e-1f) * t + 1.1676998740e-1f) * t -
+                    1.2420140846e-1f) * t + 1.4249322787e-1f) * t - 1.6668057665e-1f) * t +
+                 2.0000714765e-1f) * t - 2.4999993993e-1f) * t + 3.3333331174e-1f) * t * z;
+    y += -2.12194440e-4f * ef;
+    y += -0.5f * z;
+    float r = t + y;
+    r += 0.693359375f * ef;
+    r = x == 0.0f ? -INFINITY : r;
+    r = x == INFINITY ? INFINITY : r;
+    r = x < 0.0f || x != x ? NAN : r;
+    return r;
+}
+
+/* float32 tanh that vectorizes: Cephes' odd polynomial below |x| = 0.625,
+ * 1 - 2 / (exp(2|x|) + 1) above (inf makes it exactly 1), both computed
+ * and one selected. */
+static inline float tanh_f32(float x)
+{
+    float ax = x < 0.0f ? -x : x;
+    float z = x * x;
+    float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float big = 1.0f - 2.0f / (exp_f32(ax + ax) + 1.0f);
+    big = x < 0.0f ? -big : big;
+    p = x == 0.0f ? x : p; /* keeps the sign of -0 */
+    return ax >= 0.625f ? big : p;
+}
+
+UN_FLOAT(log, log_f32(x), log(x))
 UN_FLOAT(sqrt, sqrtf(x), sqrt(x))
 UN_FLOAT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
 UN_FLOAT(sin, sinf(x), sin(x))
 UN_FLOAT(cos, cosf(x), cos(x))
-UN_FLOAT(tanh, tanhf(x), tanh(x))
+UN_FLOAT(tanh, tanh_f32(x), tanh(x))
 UN_FLOAT(sigmoid, 1.0f / (1.0f + exp_f32(-x)), 1.0 / (1.0 + exp(-x)))
 UN_INT(relu, RELU_I)
 /* x < 0 ? 0 : x keeps NaN, as PyTorch's relu does. */
