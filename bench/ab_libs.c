@@ -5,7 +5,8 @@
  * revisions; by hand: ab_libs A/libeagervm.so B/libeagervm.so [rounds].
  *
  * Cases: a chain of 20,000 tiny adds (16 float32, each result replacing
- * the last, as `y = y + x` does) and a chain of 200,000 empty instructions
+ * the last, as `y = y + x` does), the same with exp (a tiny unary op), and
+ * a chain of 200,000 empty instructions
  * alternating between two worker threads (bench_engine's
  * chain_cross_thread). Prints the median and the best of each. */
 #define _POSIX_C_SOURCE 200809L
@@ -27,6 +28,7 @@ typedef struct lib {
     int (*sync)(ev_vm *, ev_error **);
     int (*ones)(const ev_exec *, ev_dtype, int, const int64_t *, ev_tensor **);
     int (*add)(const ev_exec *, ev_tensor *, ev_tensor *, ev_tensor **);
+    int (*exp)(const ev_exec *, ev_tensor *, ev_tensor **);
     void (*unref)(ev_tensor *);
 } lib;
 
@@ -62,7 +64,34 @@ static void load(lib *l, const char *path)
     *(void **)&l->sync = sym(h, "ev_synchronize");
     *(void **)&l->ones = sym(h, "ev_ones");
     *(void **)&l->add = sym(h, "ev_add");
+    *(void **)&l->exp = sym(h, "ev_exp");
     *(void **)&l->unref = sym(h, "ev_tensor_unref");
+}
+
+/* y = exp(y) on 16 float32, 20,000 times: a tiny unary op. */
+static double tiny_unary_chain(const lib *l, ev_vm *vm)
+{
+    enum { N = 20000 };
+    ev_exec ex = {vm, 0, NULL};
+    const int64_t n = 16;
+    ev_tensor *y;
+    if (l->ones(&ex, EV_FLOAT32, 1, &n, &y)) {
+        exit(1);
+    }
+    l->sync(vm, NULL);
+    double t0 = now_s();
+    for (int i = 0; i < N; i++) {
+        ev_tensor *y2;
+        if (l->exp(&ex, y, &y2)) {
+            exit(1);
+        }
+        l->unref(y);
+        y = y2;
+    }
+    l->sync(vm, NULL);
+    double ns = (now_s() - t0) / N * 1e9;
+    l->unref(y);
+    return ns;
 }
 
 static double tiny_chain(const lib *l, ev_vm *vm)
@@ -152,23 +181,27 @@ int main(int argc, char **argv)
         }
         tiny_chain(&libs[j], vms[j]); /* warm-up */
     }
-    double tiny[2][MAX_ROUNDS], cross[2][MAX_ROUNDS];
+    double tiny[2][MAX_ROUNDS], unary[2][MAX_ROUNDS], cross[2][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 2; k++) {
             int j = (r & 1) ? 1 - k : k; /* ABBA... order */
             tiny[j][r] = tiny_chain(&libs[j], vms[j]);
+            unary[j][r] = tiny_unary_chain(&libs[j], vms[j]);
             cross[j][r] = cross_chain(&libs[j]);
         }
     }
     for (int j = 0; j < 2; j++) {
         qsort(tiny[j], (size_t)rounds, sizeof(double), cmp_double);
+        qsort(unary[j], (size_t)rounds, sizeof(double), cmp_double);
         qsort(cross[j], (size_t)rounds, sizeof(double), cmp_double);
-        printf("%c  tiny add chain %6.0f ns/op (best %4.0f)   chain_cross_thread %6.0f ns (best %4.0f)\n",
-               "AB"[j], tiny[j][rounds / 2], tiny[j][0], cross[j][rounds / 2], cross[j][0]);
+        printf("%c  tiny add %5.0f ns/op (best %4.0f)  tiny exp %5.0f ns/op (best %4.0f)  "
+               "chain_cross_thread %5.0f ns (best %4.0f)\n",
+               "AB"[j], tiny[j][rounds / 2], tiny[j][0], unary[j][rounds / 2], unary[j][0],
+               cross[j][rounds / 2], cross[j][0]);
         libs[j].vm_destroy(vms[j]);
     }
-    printf("B/A medians: tiny %.3f, chain_cross_thread %.3f (%d rounds)\n",
-           tiny[1][rounds / 2] / tiny[0][rounds / 2], cross[1][rounds / 2] / cross[0][rounds / 2],
-           rounds);
+    printf("B/A medians: tiny add %.3f, tiny exp %.3f, chain_cross_thread %.3f (%d rounds)\n",
+           tiny[1][rounds / 2] / tiny[0][rounds / 2], unary[1][rounds / 2] / unary[0][rounds / 2],
+           cross[1][rounds / 2] / cross[0][rounds / 2], rounds);
     return 0;
 }

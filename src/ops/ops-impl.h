@@ -6,6 +6,19 @@
 #include "eagervm/ops.h"
 #include "tensor/tensor-impl.h"
 
+/* The loops are built for the baseline x86-64 (SSE2, 4 floats a step) and
+ * again for AVX2 (8) and AVX-512 (16); the loader picks one for the CPU it
+ * runs on. Files that use it compile with fp-contract=off, which keeps
+ * a * b + c two roundings in every build, so each CPU computes the same
+ * bits. */
+/* Not under sanitizers: ifunc resolvers run before their runtimes start. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define EV__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define EV__SIMD_CLONES
+#endif
+
 /* Loop failure codes left in ev__loop_ctx.err. */
 enum { EV__LOOP_OK = 0, EV__LOOP_NEG_INT_POW = 1 };
 
