@@ -202,8 +202,31 @@ LOOPS_FLOAT(floor_divide, FDIV_F)
 LOOPS_INT(remainder, MOD_I)
 LOOPS_FLOAT(remainder, MOD_F)
 LOOPS_INT(pow, POW_I)
-BIN_LOOP(pow_float32, float, float, POW_F32(float, f32))
-BIN_LOOP(pow_float64, double, double, POW_F64(double, f64))
+BIN_LOOP(pow_general_float32, float, float, POW_F32(float, f32))
+BIN_LOOP(pow_general_float64, double, double, POW_F64(double, f64))
+
+/* x ** 2 (a run whose exponents are all 2, as a broadcast Python scalar
+ * gives) is x * x, as NumPy's fast path computes it, instead of a pow call
+ * per element. The exponents are all read before any output is written, so
+ * an output that is the exponent array is fine. */
+BIN_LOOP(square_float32, float, float, ((void)y, x * x))
+BIN_LOOP(square_float64, double, double, ((void)y, x * x))
+#define POW_SQUARE(SUF, T)                                                              \
+    static void pow_##SUF(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
+    {                                                                                  \
+        const T *b = in[1];                                                            \
+        int other = n == 0; /* no early exit: the check vectorizes */                  \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            other |= b[i] != 2;                                                        \
+        }                                                                              \
+        if (other) {                                                                   \
+            pow_general_##SUF(out_, in, n, ctx);                                       \
+            return;                                                                    \
+        }                                                                              \
+        square_##SUF(out_, in, n, ctx);                                                \
+    }
+POW_SQUARE(float32, float)
+POW_SQUARE(float64, double)
 BIN_LOOP(maximum_bool, uint8_t, uint8_t, x | y)
 LOOPS_INT(maximum, MAX_I)
 LOOPS_FLOAT(maximum, MAX_F)

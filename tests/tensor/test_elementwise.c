@@ -556,6 +556,66 @@ static void test_log_tanh_float32_accuracy(void)
     free(x);
 }
 
+/* x ** 2 takes a square loop when every exponent of the run is 2 (the same
+ * bits as x * x, like NumPy's fast path); a run with any other exponent
+ * keeps powf. A scalar operand over many buffered blocks is converted once
+ * and reused. */
+static void test_pow_square_and_scalar_blocks(void)
+{
+    const int64_t n = 5003; /* several buffered blocks */
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    CHECK(x && y);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = ((float)(i % 97) - 48.0f) * 0.37f;
+    }
+    x[0] = NAN;
+    x[1] = -INFINITY;
+    x[2] = -0.0f;
+    ev_tensor *t, *two, *r, *mixed, *r2, *plus;
+    CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 1, SHAPE(n), x, &t));
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 0, NULL, ev_scalar_float(2), &two)); /* as x ** 2 gives */
+    CHECK_OK(ev_pow(&EX, t, two, &r));
+    CHECK_OK(ev_to_host(&EX, r, y));
+    for (int64_t i = 0; i < n; i++) {
+        float want = x[i] * x[i];
+        CHECK(isnan(want) ? isnan(y[i]) : memcmp(&y[i], &want, sizeof want) == 0);
+    }
+    /* Exponents 2 except one: powf for the run. */
+    float *e = malloc((size_t)n * sizeof *e);
+    CHECK(e != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        e[i] = i == n - 1 ? 3.0f : 2.0f;
+    }
+    ev_tensor *et;
+    CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 1, SHAPE(n), e, &et));
+    CHECK_OK(ev_pow(&EX, t, et, &mixed));
+    CHECK_OK(ev_to_host(&EX, mixed, y));
+    for (int64_t i = 3; i < n; i++) {
+        float want = powf(x[i], e[i]);
+        CHECK(memcmp(&y[i], &want, sizeof want) == 0);
+    }
+    /* In place. */
+    CHECK_OK(ev_pow_(&EX, t, two));
+    CHECK_OK(ev_to_host(&EX, t, y));
+    for (int64_t i = 3; i < n; i++) {
+        CHECK(y[i] == x[i] * x[i]);
+    }
+    /* A scalar over every block: t (now x * x) + 2. */
+    CHECK_OK(ev_add(&EX, t, two, &plus));
+    CHECK_OK(ev_to_host(&EX, plus, y));
+    for (int64_t i = 3; i < n; i++) {
+        CHECK(y[i] == x[i] * x[i] + 2.0f);
+    }
+    CHECK_OK(ev_pow(&EX, t, two, &r2)); /* (x * x) ** 2 */
+    ev_tensor *objs[] = {t, two, r, mixed, r2, plus, et};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) {
+        ev_tensor_unref(objs[i]);
+    }
+    free(x);
+    free(y);
+    free(e);
+}
+
 int main(void)
 {
     test_setup();
@@ -569,6 +629,7 @@ int main(void)
     RUN_TEST(test_clamp);
     RUN_TEST(test_exp_float32_accuracy);
     RUN_TEST(test_log_tanh_float32_accuracy);
+    RUN_TEST(test_pow_square_and_scalar_blocks);
     test_teardown();
     return 0;
 }
