@@ -181,4 +181,37 @@ evpy_state *evpy_state_of_pair(PyObject *a, PyObject *b);
 /* An op's result: raises for rc != 0, waits under EAGERVM_SYNC, wraps out. */
 PyObject *evpy_finish(evpy_state *st, int rc, ev_tensor *out);
 
+/* ------------------------------------------------ function/method tables */
+
+/* Most arguments any binding takes (positional and keyword). */
+#define EVPY_MAX_ARGS 8
+
+/* An op binding: defined once taking (input, ...), bound as a module
+ * function and, through evpy_call_method, as a method that puts self in
+ * front. code selects a variant (an op number, in place or not). */
+typedef PyObject *(*evpy_impl_fn)(evpy_state *st, int code, PyObject *const *args,
+                                  Py_ssize_t nargs, PyObject *kwnames);
+/* Calls impl with self prepended to args. (ops.c) */
+PyObject *evpy_call_method(evpy_impl_fn impl, int code, PyObject *self, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames);
+
+#define EVPY_FN(pyname, impl, code)                                                          \
+    static PyObject *fn_##pyname(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,    \
+                                 PyObject *kwnames)                                         \
+    {                                                                                       \
+        return impl(PyModule_GetState(mod), code, args, nargs, kwnames);                    \
+    }
+#define EVPY_METH(pyname, impl, code)                                                        \
+    static PyObject *meth_##pyname(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
+                                   PyObject *kwnames)                                       \
+    {                                                                                       \
+        return evpy_call_method(impl, code, self, args, nargs, kwnames);                    \
+    }
+#define EVPY_BOTH(pyname, impl, code) EVPY_FN(pyname, impl, code) EVPY_METH(pyname, impl, code)
+#define EVPY_FASTKW METH_FASTCALL | METH_KEYWORDS
+#define EVPY_FN_ENTRY(pyname, doc) \
+    {#pyname, (PyCFunction)(void (*)(void))fn_##pyname, EVPY_FASTKW, doc},
+#define EVPY_METH_ENTRY(pyname, doc) \
+    {#pyname, (PyCFunction)(void (*)(void))meth_##pyname, EVPY_FASTKW, doc},
+
 #endif

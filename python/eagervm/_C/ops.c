@@ -9,8 +9,6 @@
 
 /* --------------------------------------------------------------- arguments */
 
-#define MAX_ARGS 8
-
 /* Matches positional and keyword arguments to `names` (NULL-terminated);
  * out[i] is a borrowed reference or NULL when absent. The first `npos`
  * names may be given by position, the first `nreq` are required. */
@@ -314,8 +312,6 @@ static PyObject *binary_inplace(evpy_state *st, int op, PyObject *self, PyObject
     return Py_NewRef(self);
 }
 
-typedef PyObject *(*impl_fn)(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames);
 
 static const char *binary_name(int op)
 {
@@ -979,12 +975,12 @@ static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
 
 /* Each op is defined once as an impl taking (input, ...) and bound twice:
  * as a module function, and as a method that puts self in front. */
-static PyObject *call_method(impl_fn impl, int code, PyObject *self, PyObject *const *args,
-                             Py_ssize_t nargs, PyObject *kwnames)
+PyObject *evpy_call_method(evpy_impl_fn impl, int code, PyObject *self, PyObject *const *args,
+                           Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *stack[MAX_ARGS + 1];
+    PyObject *stack[EVPY_MAX_ARGS + 1];
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs + nkw > MAX_ARGS) {
+    if (nargs + nkw > EVPY_MAX_ARGS) {
         PyErr_SetString(PyExc_TypeError, "too many arguments");
         return NULL;
     }
@@ -993,167 +989,148 @@ static PyObject *call_method(impl_fn impl, int code, PyObject *self, PyObject *c
     return impl(evpy_state_of_type(Py_TYPE(self)), code, stack, nargs + 1, kwnames);
 }
 
-#define FN(pyname, impl, code)                                                               \
-    static PyObject *fn_##pyname(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,    \
-                                 PyObject *kwnames)                                         \
-    {                                                                                       \
-        return impl(PyModule_GetState(mod), code, args, nargs, kwnames);                    \
-    }
-#define METH(pyname, impl, code)                                                             \
-    static PyObject *meth_##pyname(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
-                                   PyObject *kwnames)                                       \
-    {                                                                                       \
-        return call_method(impl, code, self, args, nargs, kwnames);                         \
-    }
-#define BOTH(pyname, impl, code) FN(pyname, impl, code) METH(pyname, impl, code)
-
-#define FASTKW METH_FASTCALL | METH_KEYWORDS
-#define FN_ENTRY(pyname, doc) \
-    {#pyname, (PyCFunction)(void (*)(void))fn_##pyname, FASTKW, doc},
-#define METH_ENTRY(pyname, doc) \
-    {#pyname, (PyCFunction)(void (*)(void))meth_##pyname, FASTKW, doc},
 
 /* Ops bound as both a function and a method. */
-#define BINARY_BOTH(id, name) BOTH(name, binary_fn, EV_OP_##id)
+#define BINARY_BOTH(id, name) EVPY_BOTH(name, binary_fn, EV_OP_##id)
 EV_BINARY_OP_MAP(BINARY_BOTH)
-#define BINARY_INPLACE(id, name) METH(name##_, binary_inplace_fn, EV_OP_##id)
+#define BINARY_INPLACE(id, name) EVPY_METH(name##_, binary_inplace_fn, EV_OP_##id)
 EV_BINARY_OP_MAP(BINARY_INPLACE)
-#define UNARY_BOTH(id, name) BOTH(name, unary_fn, EV_OP_##id)
+#define UNARY_BOTH(id, name) EVPY_BOTH(name, unary_fn, EV_OP_##id)
 EV_UNARY_OP_MAP(UNARY_BOTH)
-#define UNARY_INPLACE(id, name) METH(name##_, unary_inplace_fn, EV_OP_##id)
+#define UNARY_INPLACE(id, name) EVPY_METH(name##_, unary_inplace_fn, EV_OP_##id)
 EV_UNARY_OP_MAP(UNARY_INPLACE)
-#define REDUCE_BOTH(id, name) BOTH(name, reduce_fn, EV_REDUCE_##id)
+#define REDUCE_BOTH(id, name) EVPY_BOTH(name, reduce_fn, EV_REDUCE_##id)
 EV_REDUCE_OP_MAP(REDUCE_BOTH)
 
-BOTH(clamp, clamp_fn, 0)
-METH(clamp_, clamp_fn, 1)
-BOTH(argmax, arg_fn, 0)
-BOTH(argmin, arg_fn, 1)
-BOTH(var, var_fn, 0)
-BOTH(std, var_fn, 1)
-BOTH(softmax, softmax_fn, 0)
-BOTH(log_softmax, softmax_fn, 1)
-BOTH(matmul, matmul_fn, 0)
-BOTH(view, shape_view_fn, V_VIEW)
-BOTH(reshape, shape_view_fn, V_RESHAPE)
-BOTH(expand, shape_view_fn, V_EXPAND)
-BOTH(permute, shape_view_fn, V_PERMUTE)
-BOTH(flatten, flatten_fn, 0)
-BOTH(transpose, transpose_fn, 0)
-BOTH(squeeze, squeeze_fn, 0)
-BOTH(unsqueeze, squeeze_fn, 1)
-BOTH(contiguous, contiguous_fn, 0)
-BOTH(clone, contiguous_fn, 1)
-METH(copy_, write_fn, 0)
-METH(fill_, write_fn, 1)
-METH(to, cast_fn, 0)
-FN(cast, cast_fn, 0)
-FN(tensor, tensor_fn, 0)
-FN(from_numpy, tensor_fn, 1)
-FN(empty, fill_create_fn, 0)
-FN(zeros, fill_create_fn, 1)
-FN(ones, fill_create_fn, 2)
-FN(full, full_fn, 0)
-FN(empty_like, like_fn, 0)
-FN(zeros_like, like_fn, 1)
-FN(ones_like, like_fn, 2)
-FN(full_like, like_fn, 3)
-FN(arange, arange_fn, 0)
-FN(linspace, linspace_fn, 0)
-FN(eye, eye_fn, 0)
+EVPY_BOTH(clamp, clamp_fn, 0)
+EVPY_METH(clamp_, clamp_fn, 1)
+EVPY_BOTH(argmax, arg_fn, 0)
+EVPY_BOTH(argmin, arg_fn, 1)
+EVPY_BOTH(var, var_fn, 0)
+EVPY_BOTH(std, var_fn, 1)
+EVPY_BOTH(softmax, softmax_fn, 0)
+EVPY_BOTH(log_softmax, softmax_fn, 1)
+EVPY_BOTH(matmul, matmul_fn, 0)
+EVPY_BOTH(view, shape_view_fn, V_VIEW)
+EVPY_BOTH(reshape, shape_view_fn, V_RESHAPE)
+EVPY_BOTH(expand, shape_view_fn, V_EXPAND)
+EVPY_BOTH(permute, shape_view_fn, V_PERMUTE)
+EVPY_BOTH(flatten, flatten_fn, 0)
+EVPY_BOTH(transpose, transpose_fn, 0)
+EVPY_BOTH(squeeze, squeeze_fn, 0)
+EVPY_BOTH(unsqueeze, squeeze_fn, 1)
+EVPY_BOTH(contiguous, contiguous_fn, 0)
+EVPY_BOTH(clone, contiguous_fn, 1)
+EVPY_METH(copy_, write_fn, 0)
+EVPY_METH(fill_, write_fn, 1)
+EVPY_METH(to, cast_fn, 0)
+EVPY_FN(cast, cast_fn, 0)
+EVPY_FN(tensor, tensor_fn, 0)
+EVPY_FN(from_numpy, tensor_fn, 1)
+EVPY_FN(empty, fill_create_fn, 0)
+EVPY_FN(zeros, fill_create_fn, 1)
+EVPY_FN(ones, fill_create_fn, 2)
+EVPY_FN(full, full_fn, 0)
+EVPY_FN(empty_like, like_fn, 0)
+EVPY_FN(zeros_like, like_fn, 1)
+EVPY_FN(ones_like, like_fn, 2)
+EVPY_FN(full_like, like_fn, 3)
+EVPY_FN(arange, arange_fn, 0)
+EVPY_FN(linspace, linspace_fn, 0)
+EVPY_FN(eye, eye_fn, 0)
 
 /* NumPy spellings of the same functions. */
-FN(subtract, binary_fn, EV_OP_SUB)
-FN(multiply, binary_fn, EV_OP_MUL)
-FN(divide, binary_fn, EV_OP_DIV)
-FN(true_divide, binary_fn, EV_OP_DIV)
-FN(negative, unary_fn, EV_OP_NEG)
-FN(clip, clamp_fn, 0)
-FN(power, binary_fn, EV_OP_POW)
+EVPY_FN(subtract, binary_fn, EV_OP_SUB)
+EVPY_FN(multiply, binary_fn, EV_OP_MUL)
+EVPY_FN(divide, binary_fn, EV_OP_DIV)
+EVPY_FN(true_divide, binary_fn, EV_OP_DIV)
+EVPY_FN(negative, unary_fn, EV_OP_NEG)
+EVPY_FN(clip, clamp_fn, 0)
+EVPY_FN(power, binary_fn, EV_OP_POW)
 
-#define BINARY_FN_ENTRY(id, name) FN_ENTRY(name, "Elementwise " #name " with broadcasting.")
-#define UNARY_FN_ENTRY(id, name) FN_ENTRY(name, "Elementwise " #name ".")
+#define BINARY_FN_ENTRY(id, name) EVPY_FN_ENTRY(name, "Elementwise " #name " with broadcasting.")
+#define UNARY_FN_ENTRY(id, name) EVPY_FN_ENTRY(name, "Elementwise " #name ".")
 #define REDUCE_FN_ENTRY(id, name) \
-    FN_ENTRY(name, #name "(input, dim=None, keepdim=False): reduces over dim (all if None).")
+    EVPY_FN_ENTRY(name, #name "(input, dim=None, keepdim=False): reduces over dim (all if None).")
 
 PyMethodDef evpy_op_methods[] = {
     EV_BINARY_OP_MAP(BINARY_FN_ENTRY)
     EV_UNARY_OP_MAP(UNARY_FN_ENTRY)
     EV_REDUCE_OP_MAP(REDUCE_FN_ENTRY)
-    FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
-    FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
-    FN_ENTRY(argmax, "argmax(input, dim=None, keepdim=False)")
-    FN_ENTRY(argmin, "argmin(input, dim=None, keepdim=False)")
-    FN_ENTRY(var, "var(input, dim=None, correction=1, keepdim=False)")
-    FN_ENTRY(std, "std(input, dim=None, correction=1, keepdim=False)")
-    FN_ENTRY(softmax, "softmax(input, dim)")
-    FN_ENTRY(log_softmax, "log_softmax(input, dim)")
-    FN_ENTRY(matmul, "matmul(input, other): NumPy's matmul semantics")
-    FN_ENTRY(view, "view(input, *shape): a view with a new shape")
-    FN_ENTRY(reshape, "reshape(input, *shape): a view when possible, else a copy")
-    FN_ENTRY(expand, "expand(input, *shape): broadcast view")
-    FN_ENTRY(permute, "permute(input, *dims)")
-    FN_ENTRY(flatten, "flatten(input)")
-    FN_ENTRY(transpose, "transpose(input, dim0, dim1)")
-    FN_ENTRY(squeeze, "squeeze(input, dim=None)")
-    FN_ENTRY(unsqueeze, "unsqueeze(input, dim)")
-    FN_ENTRY(contiguous, "contiguous(input)")
-    FN_ENTRY(clone, "clone(input): a copy")
-    FN_ENTRY(cast, "cast(input, dtype): a copy converted to dtype")
-    FN_ENTRY(tensor, "tensor(data, dtype=None): a new tensor holding a copy of data "
+    EVPY_FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
+    EVPY_FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
+    EVPY_FN_ENTRY(argmax, "argmax(input, dim=None, keepdim=False)")
+    EVPY_FN_ENTRY(argmin, "argmin(input, dim=None, keepdim=False)")
+    EVPY_FN_ENTRY(var, "var(input, dim=None, correction=1, keepdim=False)")
+    EVPY_FN_ENTRY(std, "std(input, dim=None, correction=1, keepdim=False)")
+    EVPY_FN_ENTRY(softmax, "softmax(input, dim)")
+    EVPY_FN_ENTRY(log_softmax, "log_softmax(input, dim)")
+    EVPY_FN_ENTRY(matmul, "matmul(input, other): NumPy's matmul semantics")
+    EVPY_FN_ENTRY(view, "view(input, *shape): a view with a new shape")
+    EVPY_FN_ENTRY(reshape, "reshape(input, *shape): a view when possible, else a copy")
+    EVPY_FN_ENTRY(expand, "expand(input, *shape): broadcast view")
+    EVPY_FN_ENTRY(permute, "permute(input, *dims)")
+    EVPY_FN_ENTRY(flatten, "flatten(input)")
+    EVPY_FN_ENTRY(transpose, "transpose(input, dim0, dim1)")
+    EVPY_FN_ENTRY(squeeze, "squeeze(input, dim=None)")
+    EVPY_FN_ENTRY(unsqueeze, "unsqueeze(input, dim)")
+    EVPY_FN_ENTRY(contiguous, "contiguous(input)")
+    EVPY_FN_ENTRY(clone, "clone(input): a copy")
+    EVPY_FN_ENTRY(cast, "cast(input, dtype): a copy converted to dtype")
+    EVPY_FN_ENTRY(tensor, "tensor(data, dtype=None): a new tensor holding a copy of data "
                      "(nested sequences, scalars, NumPy arrays or any buffer); floats "
                      "default to float32, integers to int64")
-    FN_ENTRY(from_numpy, "from_numpy(array, dtype=None): a tensor holding a copy of array")
-    FN_ENTRY(empty, "empty(*size, dtype=float32)")
-    FN_ENTRY(zeros, "zeros(*size, dtype=float32)")
-    FN_ENTRY(ones, "ones(*size, dtype=float32)")
-    FN_ENTRY(full, "full(size, fill_value, dtype=None)")
-    FN_ENTRY(empty_like, "empty_like(input, dtype=None)")
-    FN_ENTRY(zeros_like, "zeros_like(input, dtype=None)")
-    FN_ENTRY(ones_like, "ones_like(input, dtype=None)")
-    FN_ENTRY(full_like, "full_like(input, fill_value, dtype=None)")
-    FN_ENTRY(arange, "arange(start, end=None, step=1, dtype=None)")
-    FN_ENTRY(linspace, "linspace(start, end, steps, dtype=float32)")
-    FN_ENTRY(eye, "eye(n, m=None, dtype=float32)")
-    FN_ENTRY(subtract, "alias of sub")
-    FN_ENTRY(multiply, "alias of mul")
-    FN_ENTRY(divide, "alias of div")
-    FN_ENTRY(true_divide, "alias of div")
-    FN_ENTRY(negative, "alias of neg")
-    FN_ENTRY(power, "alias of pow")
+    EVPY_FN_ENTRY(from_numpy, "from_numpy(array, dtype=None): a tensor holding a copy of array")
+    EVPY_FN_ENTRY(empty, "empty(*size, dtype=float32)")
+    EVPY_FN_ENTRY(zeros, "zeros(*size, dtype=float32)")
+    EVPY_FN_ENTRY(ones, "ones(*size, dtype=float32)")
+    EVPY_FN_ENTRY(full, "full(size, fill_value, dtype=None)")
+    EVPY_FN_ENTRY(empty_like, "empty_like(input, dtype=None)")
+    EVPY_FN_ENTRY(zeros_like, "zeros_like(input, dtype=None)")
+    EVPY_FN_ENTRY(ones_like, "ones_like(input, dtype=None)")
+    EVPY_FN_ENTRY(full_like, "full_like(input, fill_value, dtype=None)")
+    EVPY_FN_ENTRY(arange, "arange(start, end=None, step=1, dtype=None)")
+    EVPY_FN_ENTRY(linspace, "linspace(start, end, steps, dtype=float32)")
+    EVPY_FN_ENTRY(eye, "eye(n, m=None, dtype=float32)")
+    EVPY_FN_ENTRY(subtract, "alias of sub")
+    EVPY_FN_ENTRY(multiply, "alias of mul")
+    EVPY_FN_ENTRY(divide, "alias of div")
+    EVPY_FN_ENTRY(true_divide, "alias of div")
+    EVPY_FN_ENTRY(negative, "alias of neg")
+    EVPY_FN_ENTRY(power, "alias of pow")
     {NULL},
 };
 
-#define BINARY_METH_ENTRY(id, name) METH_ENTRY(name, NULL) METH_ENTRY(name##_, NULL)
-#define UNARY_METH_ENTRY(id, name) METH_ENTRY(name, NULL) METH_ENTRY(name##_, NULL)
-#define REDUCE_METH_ENTRY(id, name) METH_ENTRY(name, NULL)
+#define BINARY_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL) EVPY_METH_ENTRY(name##_, NULL)
+#define UNARY_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL) EVPY_METH_ENTRY(name##_, NULL)
+#define REDUCE_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL)
 
 PyMethodDef evpy_tensor_op_methods[] = {
     EV_BINARY_OP_MAP(BINARY_METH_ENTRY)
     EV_UNARY_OP_MAP(UNARY_METH_ENTRY)
     EV_REDUCE_OP_MAP(REDUCE_METH_ENTRY)
-    METH_ENTRY(clamp, NULL)
-    METH_ENTRY(clamp_, NULL)
-    METH_ENTRY(argmax, NULL)
-    METH_ENTRY(argmin, NULL)
-    METH_ENTRY(var, NULL)
-    METH_ENTRY(std, NULL)
-    METH_ENTRY(softmax, NULL)
-    METH_ENTRY(log_softmax, NULL)
-    METH_ENTRY(matmul, NULL)
-    METH_ENTRY(view, NULL)
-    METH_ENTRY(reshape, NULL)
-    METH_ENTRY(expand, NULL)
-    METH_ENTRY(permute, NULL)
-    METH_ENTRY(flatten, NULL)
-    METH_ENTRY(transpose, NULL)
-    METH_ENTRY(squeeze, NULL)
-    METH_ENTRY(unsqueeze, NULL)
-    METH_ENTRY(contiguous, NULL)
-    METH_ENTRY(clone, NULL)
-    METH_ENTRY(copy_, "copy_(src): copies src (broadcast, converted) into this tensor")
-    METH_ENTRY(fill_, "fill_(value): sets every element")
-    METH_ENTRY(to, "to(dtype): a copy converted to dtype")
+    EVPY_METH_ENTRY(clamp, NULL)
+    EVPY_METH_ENTRY(clamp_, NULL)
+    EVPY_METH_ENTRY(argmax, NULL)
+    EVPY_METH_ENTRY(argmin, NULL)
+    EVPY_METH_ENTRY(var, NULL)
+    EVPY_METH_ENTRY(std, NULL)
+    EVPY_METH_ENTRY(softmax, NULL)
+    EVPY_METH_ENTRY(log_softmax, NULL)
+    EVPY_METH_ENTRY(matmul, NULL)
+    EVPY_METH_ENTRY(view, NULL)
+    EVPY_METH_ENTRY(reshape, NULL)
+    EVPY_METH_ENTRY(expand, NULL)
+    EVPY_METH_ENTRY(permute, NULL)
+    EVPY_METH_ENTRY(flatten, NULL)
+    EVPY_METH_ENTRY(transpose, NULL)
+    EVPY_METH_ENTRY(squeeze, NULL)
+    EVPY_METH_ENTRY(unsqueeze, NULL)
+    EVPY_METH_ENTRY(contiguous, NULL)
+    EVPY_METH_ENTRY(clone, NULL)
+    EVPY_METH_ENTRY(copy_, "copy_(src): copies src (broadcast, converted) into this tensor")
+    EVPY_METH_ENTRY(fill_, "fill_(value): sets every element")
+    EVPY_METH_ENTRY(to, "to(dtype): a copy converted to dtype")
     {NULL},
 };
 

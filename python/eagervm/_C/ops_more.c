@@ -15,8 +15,6 @@
 
 /* --------------------------------------------------------------- arguments */
 
-#define MAX_ARGS 8
-
 static int mdouble(PyObject *obj, double dflt, double *out)
 {
     if (!obj) {
@@ -69,22 +67,6 @@ static int operand_pair(evpy_state *st, PyObject *a, PyObject *b, operand *oa, o
     return 0;
 }
 
-typedef PyObject *(*impl_fn)(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
-                             PyObject *kwnames);
-
-static PyObject *call_method(impl_fn impl, int code, PyObject *self, PyObject *const *args,
-                             Py_ssize_t nargs, PyObject *kwnames)
-{
-    PyObject *stack[MAX_ARGS + 1];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs + nkw > MAX_ARGS) {
-        PyErr_SetString(PyExc_TypeError, "too many arguments");
-        return NULL;
-    }
-    stack[0] = self;
-    memcpy(stack + 1, args, (size_t)(nargs + nkw) * sizeof *args);
-    return impl(evpy_state_of_type(Py_TYPE(self)), code, stack, nargs + 1, kwnames);
-}
 
 /* ------------------------------------------------------------ selection */
 
@@ -444,13 +426,13 @@ static PyObject *randint_fn(evpy_state *st, int code, PyObject *const *args, Py_
                                         NULL};
     PyObject *a[6];
     PyObject *const *pos = args;
-    PyObject *shifted[MAX_ARGS];
+    PyObject *shifted[EVPY_MAX_ARGS];
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     int size_kw = 0;
     for (Py_ssize_t k = 0; k < nkw; k++) {
         size_kw |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "size") == 0;
     }
-    if (nargs == 2 && !size_kw && nargs + nkw <= MAX_ARGS - 1) {
+    if (nargs == 2 && !size_kw && nargs + nkw <= EVPY_MAX_ARGS - 1) {
         /* randint(high, size): low defaults to 0. */
         static PyObject *zero;
         if (!zero && !(zero = PyLong_FromLong(0))) {
@@ -1680,93 +1662,76 @@ static PyObject *randperm_fn(evpy_state *st, int code, PyObject *const *args, Py
 
 /* ------------------------------------------------------------------ tables */
 
-#define FN(pyname, impl, code)                                                               \
-    static PyObject *fn_##pyname(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,    \
-                                 PyObject *kwnames)                                         \
-    {                                                                                       \
-        return impl(PyModule_GetState(mod), code, args, nargs, kwnames);                    \
-    }
-#define METH(pyname, impl, code)                                                             \
-    static PyObject *meth_##pyname(PyObject *self, PyObject *const *args, Py_ssize_t nargs, \
-                                   PyObject *kwnames)                                       \
-    {                                                                                       \
-        return call_method(impl, code, self, args, nargs, kwnames);                         \
-    }
-#define BOTH(pyname, impl, code) FN(pyname, impl, code) METH(pyname, impl, code)
-#define FASTKW METH_FASTCALL | METH_KEYWORDS
-#define FN_ENTRY(pyname, doc) {#pyname, (PyCFunction)(void (*)(void))fn_##pyname, FASTKW, doc},
-#define METH_ENTRY(pyname, doc) \
-    {#pyname, (PyCFunction)(void (*)(void))meth_##pyname, FASTKW, doc},
 
-FN(where, where_fn, 0)
-METH(where, where_fn, 1)
-FN(cat, join_fn, 0)
-FN(concat, join_fn, 0)
-FN(concatenate, join_fn, 0)
-FN(stack, join_fn, 1)
-BOTH(index_select, select_fn, SEL_INDEX_SELECT)
-BOTH(gather, select_fn, SEL_GATHER)
-BOTH(take, select_fn, SEL_TAKE)
-BOTH(scatter_add, select_fn, SEL_SCATTER_ADD)
-METH(scatter_add_, select_fn, SEL_SCATTER_ADD_)
-FN(rand, rand_fn, 0)
-FN(randn, rand_fn, 1)
-FN(randint, randint_fn, 0)
-FN(rand_like, rand_like_fn, 0)
-FN(randn_like, rand_like_fn, 1)
-METH(uniform_, fill_random_fn, 0)
-METH(normal_, fill_random_fn, 1)
-FN(from_dlpack, from_dlpack_fn, 0)
-FN(one_hot, one_hot_fn, 0)
-FN(cross_entropy, cross_entropy_fn, 0)
-FN(randperm, randperm_fn, 0)
-BOTH(bitwise_and, bitwise_fn, EV_BITWISE_AND)
-BOTH(bitwise_or, bitwise_fn, EV_BITWISE_OR)
-BOTH(bitwise_xor, bitwise_fn, EV_BITWISE_XOR)
-BOTH(bitwise_left_shift, bitwise_fn, EV_BITWISE_LEFT_SHIFT)
-BOTH(bitwise_right_shift, bitwise_fn, EV_BITWISE_RIGHT_SHIFT)
-BOTH(bitwise_not, bitwise_fn, BW_NOT)
-METH(bitwise_and_, bitwise_fn, EV_BITWISE_AND | BW_INPLACE)
-METH(bitwise_or_, bitwise_fn, EV_BITWISE_OR | BW_INPLACE)
-METH(bitwise_xor_, bitwise_fn, EV_BITWISE_XOR | BW_INPLACE)
-METH(bitwise_left_shift_, bitwise_fn, EV_BITWISE_LEFT_SHIFT | BW_INPLACE)
-METH(bitwise_right_shift_, bitwise_fn, EV_BITWISE_RIGHT_SHIFT | BW_INPLACE)
-METH(bitwise_not_, bitwise_fn, BW_NOT | BW_INPLACE)
+EVPY_FN(where, where_fn, 0)
+EVPY_METH(where, where_fn, 1)
+EVPY_FN(cat, join_fn, 0)
+EVPY_FN(concat, join_fn, 0)
+EVPY_FN(concatenate, join_fn, 0)
+EVPY_FN(stack, join_fn, 1)
+EVPY_BOTH(index_select, select_fn, SEL_INDEX_SELECT)
+EVPY_BOTH(gather, select_fn, SEL_GATHER)
+EVPY_BOTH(take, select_fn, SEL_TAKE)
+EVPY_BOTH(scatter_add, select_fn, SEL_SCATTER_ADD)
+EVPY_METH(scatter_add_, select_fn, SEL_SCATTER_ADD_)
+EVPY_FN(rand, rand_fn, 0)
+EVPY_FN(randn, rand_fn, 1)
+EVPY_FN(randint, randint_fn, 0)
+EVPY_FN(rand_like, rand_like_fn, 0)
+EVPY_FN(randn_like, rand_like_fn, 1)
+EVPY_METH(uniform_, fill_random_fn, 0)
+EVPY_METH(normal_, fill_random_fn, 1)
+EVPY_FN(from_dlpack, from_dlpack_fn, 0)
+EVPY_FN(one_hot, one_hot_fn, 0)
+EVPY_FN(cross_entropy, cross_entropy_fn, 0)
+EVPY_FN(randperm, randperm_fn, 0)
+EVPY_BOTH(bitwise_and, bitwise_fn, EV_BITWISE_AND)
+EVPY_BOTH(bitwise_or, bitwise_fn, EV_BITWISE_OR)
+EVPY_BOTH(bitwise_xor, bitwise_fn, EV_BITWISE_XOR)
+EVPY_BOTH(bitwise_left_shift, bitwise_fn, EV_BITWISE_LEFT_SHIFT)
+EVPY_BOTH(bitwise_right_shift, bitwise_fn, EV_BITWISE_RIGHT_SHIFT)
+EVPY_BOTH(bitwise_not, bitwise_fn, BW_NOT)
+EVPY_METH(bitwise_and_, bitwise_fn, EV_BITWISE_AND | BW_INPLACE)
+EVPY_METH(bitwise_or_, bitwise_fn, EV_BITWISE_OR | BW_INPLACE)
+EVPY_METH(bitwise_xor_, bitwise_fn, EV_BITWISE_XOR | BW_INPLACE)
+EVPY_METH(bitwise_left_shift_, bitwise_fn, EV_BITWISE_LEFT_SHIFT | BW_INPLACE)
+EVPY_METH(bitwise_right_shift_, bitwise_fn, EV_BITWISE_RIGHT_SHIFT | BW_INPLACE)
+EVPY_METH(bitwise_not_, bitwise_fn, BW_NOT | BW_INPLACE)
 
 PyMethodDef evpy_more_methods[] = {
-    FN_ENTRY(where, "where(condition, input, other): input where condition else other "
+    EVPY_FN_ENTRY(where, "where(condition, input, other): input where condition else other "
                     "(broadcast; scalars allowed)")
-    FN_ENTRY(cat, "cat(tensors, dim=0): joins tensors along an existing dimension")
-    FN_ENTRY(concat, "alias of cat")
-    FN_ENTRY(concatenate, "alias of cat")
-    FN_ENTRY(stack, "stack(tensors, dim=0): joins tensors along a new dimension")
-    FN_ENTRY(index_select, "index_select(input, dim, index)")
-    FN_ENTRY(gather, "gather(input, dim, index)")
-    FN_ENTRY(take, "take(input, index): input as 1-d, indexed (negative indices count from "
+    EVPY_FN_ENTRY(cat, "cat(tensors, dim=0): joins tensors along an existing dimension")
+    EVPY_FN_ENTRY(concat, "alias of cat")
+    EVPY_FN_ENTRY(concatenate, "alias of cat")
+    EVPY_FN_ENTRY(stack, "stack(tensors, dim=0): joins tensors along a new dimension")
+    EVPY_FN_ENTRY(index_select, "index_select(input, dim, index)")
+    EVPY_FN_ENTRY(gather, "gather(input, dim, index)")
+    EVPY_FN_ENTRY(take, "take(input, index): input as 1-d, indexed (negative indices count from "
                    "the end)")
-    FN_ENTRY(scatter_add, "scatter_add(input, dim, index, src): a copy of input with src "
+    EVPY_FN_ENTRY(scatter_add, "scatter_add(input, dim, index, src): a copy of input with src "
                           "added at index along dim")
-    FN_ENTRY(rand, "rand(*size, generator=None, dtype=float32): uniform in [0, 1)")
-    FN_ENTRY(randn, "randn(*size, generator=None, dtype=float32): standard normal")
-    FN_ENTRY(randint, "randint(low=0, high, size, *, generator=None, dtype=int64)")
-    FN_ENTRY(rand_like, "rand_like(input, dtype=None, generator=None)")
-    FN_ENTRY(randn_like, "randn_like(input, dtype=None, generator=None)")
-    FN_ENTRY(from_dlpack, "from_dlpack(x): a new tensor holding a copy of the data of a "
+    EVPY_FN_ENTRY(rand, "rand(*size, generator=None, dtype=float32): uniform in [0, 1)")
+    EVPY_FN_ENTRY(randn, "randn(*size, generator=None, dtype=float32): standard normal")
+    EVPY_FN_ENTRY(randint, "randint(low=0, high, size, *, generator=None, dtype=int64)")
+    EVPY_FN_ENTRY(rand_like, "rand_like(input, dtype=None, generator=None)")
+    EVPY_FN_ENTRY(randn_like, "randn_like(input, dtype=None, generator=None)")
+    EVPY_FN_ENTRY(from_dlpack, "from_dlpack(x): a new tensor holding a copy of the data of a "
                           "DLPack producer (an object with __dlpack__, or a capsule)")
-    FN_ENTRY(one_hot, "one_hot(index, num_classes=-1): int64 one-hot encoding of shape "
+    EVPY_FN_ENTRY(one_hot, "one_hot(index, num_classes=-1): int64 one-hot encoding of shape "
                       "index.shape + (num_classes,); num_classes=-1 means max(index) + 1 and "
                       "is a sync point (it reads index)")
-    FN_ENTRY(cross_entropy, "cross_entropy(input, target, reduction='mean'): stable "
+    EVPY_FN_ENTRY(cross_entropy, "cross_entropy(input, target, reduction='mean'): stable "
                             "cross-entropy of (N, C) logits against (N,) class indices; "
                             "reduction 'none', 'mean' or 'sum'")
-    FN_ENTRY(randperm, "randperm(n, *, generator=None, dtype=int64): a random permutation "
+    EVPY_FN_ENTRY(randperm, "randperm(n, *, generator=None, dtype=int64): a random permutation "
                        "of 0 .. n-1 from the counter-based generator")
-    FN_ENTRY(bitwise_and, "bitwise_and(input, other): & of bool or integer tensors")
-    FN_ENTRY(bitwise_or, "bitwise_or(input, other): | of bool or integer tensors")
-    FN_ENTRY(bitwise_xor, "bitwise_xor(input, other): ^ of bool or integer tensors")
-    FN_ENTRY(bitwise_not, "bitwise_not(input): ~ of a bool or integer tensor")
-    FN_ENTRY(bitwise_left_shift, "bitwise_left_shift(input, other): << as NumPy's left_shift")
-    FN_ENTRY(bitwise_right_shift, "bitwise_right_shift(input, other): >> as NumPy's "
+    EVPY_FN_ENTRY(bitwise_and, "bitwise_and(input, other): & of bool or integer tensors")
+    EVPY_FN_ENTRY(bitwise_or, "bitwise_or(input, other): | of bool or integer tensors")
+    EVPY_FN_ENTRY(bitwise_xor, "bitwise_xor(input, other): ^ of bool or integer tensors")
+    EVPY_FN_ENTRY(bitwise_not, "bitwise_not(input): ~ of a bool or integer tensor")
+    EVPY_FN_ENTRY(bitwise_left_shift, "bitwise_left_shift(input, other): << as NumPy's left_shift")
+    EVPY_FN_ENTRY(bitwise_right_shift, "bitwise_right_shift(input, other): >> as NumPy's "
                                   "right_shift")
     {"manual_seed", py_manual_seed, METH_O,
      "manual_seed(seed)\n--\n\nSeeds the default generator; returns it."},
@@ -1774,27 +1739,27 @@ PyMethodDef evpy_more_methods[] = {
 };
 
 PyMethodDef evpy_tensor_more_methods[] = {
-    METH_ENTRY(where, "where(condition, other): self where condition else other")
-    METH_ENTRY(index_select, NULL)
-    METH_ENTRY(gather, NULL)
-    METH_ENTRY(take, NULL)
-    METH_ENTRY(scatter_add, NULL)
-    METH_ENTRY(scatter_add_, "scatter_add_(dim, index, src): adds src at index, in place")
-    METH_ENTRY(uniform_, "uniform_(from=0, to=1, *, generator=None): fills in place")
-    METH_ENTRY(normal_, "normal_(mean=0, std=1, *, generator=None): fills in place")
-    METH_ENTRY(bitwise_and, NULL)
-    METH_ENTRY(bitwise_or, NULL)
-    METH_ENTRY(bitwise_xor, NULL)
-    METH_ENTRY(bitwise_not, NULL)
-    METH_ENTRY(bitwise_left_shift, NULL)
-    METH_ENTRY(bitwise_right_shift, NULL)
-    METH_ENTRY(bitwise_and_, NULL)
-    METH_ENTRY(bitwise_or_, NULL)
-    METH_ENTRY(bitwise_xor_, NULL)
-    METH_ENTRY(bitwise_not_, NULL)
-    METH_ENTRY(bitwise_left_shift_, NULL)
-    METH_ENTRY(bitwise_right_shift_, NULL)
-    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, FASTKW,
+    EVPY_METH_ENTRY(where, "where(condition, other): self where condition else other")
+    EVPY_METH_ENTRY(index_select, NULL)
+    EVPY_METH_ENTRY(gather, NULL)
+    EVPY_METH_ENTRY(take, NULL)
+    EVPY_METH_ENTRY(scatter_add, NULL)
+    EVPY_METH_ENTRY(scatter_add_, "scatter_add_(dim, index, src): adds src at index, in place")
+    EVPY_METH_ENTRY(uniform_, "uniform_(from=0, to=1, *, generator=None): fills in place")
+    EVPY_METH_ENTRY(normal_, "normal_(mean=0, std=1, *, generator=None): fills in place")
+    EVPY_METH_ENTRY(bitwise_and, NULL)
+    EVPY_METH_ENTRY(bitwise_or, NULL)
+    EVPY_METH_ENTRY(bitwise_xor, NULL)
+    EVPY_METH_ENTRY(bitwise_not, NULL)
+    EVPY_METH_ENTRY(bitwise_left_shift, NULL)
+    EVPY_METH_ENTRY(bitwise_right_shift, NULL)
+    EVPY_METH_ENTRY(bitwise_and_, NULL)
+    EVPY_METH_ENTRY(bitwise_or_, NULL)
+    EVPY_METH_ENTRY(bitwise_xor_, NULL)
+    EVPY_METH_ENTRY(bitwise_not_, NULL)
+    EVPY_METH_ENTRY(bitwise_left_shift_, NULL)
+    EVPY_METH_ENTRY(bitwise_right_shift_, NULL)
+    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, EVPY_FASTKW,
      "__dlpack__(stream=None)\n--\n\nA sync point: waits for the tensor and returns a DLPack "
      "capsule sharing its memory (cpu)."},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS,
