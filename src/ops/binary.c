@@ -379,22 +379,8 @@ static int binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inp
     if (rc) {
         return rc;
     }
-    ev_tensor *dst;
-    rc = ev__binary_dest(ex, name, a, b, res, inplace, &dst);
-    if (rc) {
-        return rc;
-    }
-    ev__loop_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ev_tensor *in[2] = {a, b};
-    rc = ev__elementwise(ex, name, dst, in, 2, lin, binops[op].kind == K_COMPARE ||
-                         binops[op].kind == K_LOGICAL ? EV_BOOL : lin, loop, &ctx);
-    if (rc || inplace) {
-        ev_tensor_unref(dst);
-        return rc;
-    }
-    *out = dst;
-    return 0;
+    ev_dtype lout = binops[op].kind == K_COMPARE || binops[op].kind == K_LOGICAL ? EV_BOOL : lin;
+    return ev__binary_issue(ex, name, a, b, res, lin, lout, loop, inplace, out);
 }
 
 int ev_binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)

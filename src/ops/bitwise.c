@@ -152,20 +152,7 @@ static int bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int in
     if ((rc = resolve(op, name, a->dtype, b->dtype, &res, &loop)) != 0) {
         return rc;
     }
-    ev_tensor *dst;
-    if ((rc = ev__binary_dest(ex, name, a, b, res, inplace, &dst)) != 0) {
-        return rc;
-    }
-    ev__loop_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ev_tensor *in[2] = {a, b};
-    rc = ev__elementwise(ex, name, dst, in, 2, res, res, loop, &ctx);
-    if (rc || inplace) {
-        ev_tensor_unref(dst);
-        return rc;
-    }
-    *out = dst;
-    return 0;
+    return ev__binary_issue(ex, name, a, b, res, res, res, loop, inplace, out);
 }
 
 int ev_bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)

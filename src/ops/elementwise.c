@@ -214,8 +214,10 @@ fail:
     return rc;
 }
 
-int ev__binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
-                    ev_dtype res, int inplace, ev_tensor **dst)
+/* The destination of a binary op: a new tensor of the broadcast shape, or
+ * (inplace) a new reference to a once the result is known to fit it. */
+static int binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
+                       ev_dtype res, int inplace, ev_tensor **dst)
 {
     int nd;
     int64_t shape[EV_MAX_DIMS];
@@ -250,6 +252,27 @@ int ev__binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor
                                "(some elements share memory)", name);
     }
     *dst = ev_tensor_ref(a);
+    return 0;
+}
+
+int ev__binary_issue(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
+                     ev_dtype res, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
+                     int inplace, ev_tensor **out)
+{
+    ev_tensor *dst;
+    int rc = binary_dest(ex, name, a, b, res, inplace, &dst);
+    if (rc) {
+        return rc;
+    }
+    ev__loop_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ev_tensor *in[2] = {a, b};
+    rc = ev__elementwise(ex, name, dst, in, 2, loop_in, loop_out, loop, &ctx);
+    if (rc || inplace) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
     return 0;
 }
 

@@ -34,11 +34,13 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
  * (NumPy's casting="same_kind": the kind does not go up). */
 int ev__can_cast_same_kind(ev_dtype r, ev_dtype into);
 
-/* The destination of a binary op a <op> b whose result dtype is res: a new
- * tensor of the broadcast shape, or (inplace) a new reference to a after
- * checking that the result fits it (shape, same-kind cast, no expanded
- * elements). Messages name the op. */
-int ev__binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
-                    ev_dtype res, int inplace, ev_tensor **dst);
+/* Issues a binary op a <op> b whose result dtype is res, computed by loop
+ * from loop_in to loop_out: into a new tensor of the broadcast shape, handed
+ * out in *out (owned), or (inplace) into a after checking that the result
+ * fits it (shape, same-kind cast, no expanded elements). Messages name the
+ * op. */
+int ev__binary_issue(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
+                     ev_dtype res, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
+                     int inplace, ev_tensor **out);
 
 #endif
