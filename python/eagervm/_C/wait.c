@@ -53,7 +53,9 @@ static int is_main_thread(void)
     return PyThread_get_thread_ident() == main_ident;
 }
 
-int evpy_wait_tensor(ev_tensor *t)
+/* Waits for t (NULL: for everything, as synchronize) in slices, so that the
+ * main thread sees Ctrl-C between them; raises the failure found. */
+static int wait_in_slices(ev_tensor *t)
 {
     ev_vm *vm = evpy_vm();
     if (!vm) {
@@ -64,7 +66,8 @@ int evpy_wait_tensor(ev_tensor *t)
     for (;;) {
         int rc;
         Py_BEGIN_ALLOW_THREADS
-        rc = ev_wait_obj_timeout(vm, ev_tensor_obj(t), slice, &err);
+        rc = t ? ev_wait_obj_timeout(vm, ev_tensor_obj(t), slice, &err)
+               : ev_synchronize_timeout(vm, slice, &err);
         Py_END_ALLOW_THREADS
         if (rc != EV_ETIMEDOUT) {
             break;
@@ -80,29 +83,12 @@ int evpy_wait_tensor(ev_tensor *t)
     return 0;
 }
 
+int evpy_wait_tensor(ev_tensor *t)
+{
+    return wait_in_slices(t);
+}
+
 int evpy_synchronize(void)
 {
-    ev_vm *vm = evpy_vm();
-    if (!vm) {
-        return -1;
-    }
-    uint32_t slice = is_main_thread() ? SLICE_MS : UINT32_MAX;
-    ev_error *err = NULL;
-    for (;;) {
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = ev_synchronize_timeout(vm, slice, &err);
-        Py_END_ALLOW_THREADS
-        if (rc != EV_ETIMEDOUT) {
-            break;
-        }
-        if (PyErr_CheckSignals() != 0) {
-            return -1;
-        }
-    }
-    if (err) {
-        evpy_raise_error(err);
-        return -1;
-    }
-    return 0;
+    return wait_in_slices(NULL);
 }
