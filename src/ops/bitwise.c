@@ -201,7 +201,7 @@ static int bitwise_not(const ev_exec *ex, ev_tensor *x, int inplace, ev_tensor *
                                    "(some elements share memory)", name);
         }
         dst = ev_tensor_ref(x);
-    } else if ((rc = ev__tensor_new(ex, d, x->ndim, x->shape, &dst)) != 0) {
+    } else if ((rc = ev__tensor_new(name, ex, d, x->ndim, x->shape, &dst)) != 0) {
         return rc;
     }
     ev__loop_ctx ctx;

@@ -164,7 +164,7 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
             if (rc == 0 && tmp == src) {
                 /* Already contiguous, but still overlapping: force a copy. */
                 ev_tensor_unref(tmp);
-                rc = ev__tensor_new(ex, src->dtype, src->ndim, src->shape, &tmp);
+                rc = ev__tensor_new(name, ex, src->dtype, src->ndim, src->shape, &tmp);
                 if (rc == 0 && (rc = ev__copy(ex, name, tmp, src)) != 0) {
                     ev_tensor_unref(tmp);
                 }
@@ -228,7 +228,7 @@ static int binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_ten
                                ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
     }
     if (!inplace) {
-        return ev__tensor_new(ex, res, nd, shape, dst);
+        return ev__tensor_new(name, ex, res, nd, shape, dst);
     }
     int same = nd == a->ndim;
     for (int i = 0; same && i < nd; i++) {

@@ -295,7 +295,7 @@ int ev_index_select(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index, 
         nd = 1;
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, x->dtype, nd, shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, x->dtype, nd, shape, &dst))) {
         return rc;
     }
     if ((rc = issue(ex, name, index_select_kernel, x, index, NULL, dst, x->ndim ? d : 0))) {
@@ -327,7 +327,7 @@ int ev_gather(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index, ev_ten
         }
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, x->dtype, index->ndim, index->shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, x->dtype, index->ndim, index->shape, &dst))) {
         return rc;
     }
     if ((rc = issue(ex, name, gather_kernel, x, index, NULL, dst, d))) {
@@ -346,7 +346,7 @@ int ev_take(const ev_exec *ex, ev_tensor *x, ev_tensor *index, ev_tensor **out)
         return rc;
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, x->dtype, index->ndim, index->shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, x->dtype, index->ndim, index->shape, &dst))) {
         return rc;
     }
     if ((rc = issue(ex, name, take_kernel, x, index, NULL, dst, 0))) {
@@ -366,7 +366,7 @@ static int unalias(const ev_exec *ex, const char *name, ev_tensor *t, ev_tensor 
         *out = ev_tensor_ref(t);
         return 0;
     }
-    int rc = ev__tensor_new(ex, t->dtype, t->ndim, t->shape, out);
+    int rc = ev__tensor_new(name, ex, t->dtype, t->ndim, t->shape, out);
     if (rc == 0 && (rc = ev__copy(ex, name, *out, t)) != 0) {
         ev_tensor_unref(*out);
     }
@@ -409,7 +409,7 @@ static int scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *inde
         }
         dst = ev_tensor_ref(x);
     } else {
-        if ((rc = ev__tensor_new(ex, x->dtype, x->ndim, x->shape, &dst))) {
+        if ((rc = ev__tensor_new(name, ex, x->dtype, x->ndim, x->shape, &dst))) {
             return rc;
         }
         if ((rc = ev__copy(ex, name, dst, x))) {

@@ -66,7 +66,7 @@ int ev_where(const ev_exec *ex, ev_tensor *cond, ev_tensor *x, ev_tensor *y, ev_
                                ev__shape_str(y->ndim, y->shape, sy, sizeof sy));
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, r, nd2, s2, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, r, nd2, s2, &dst))) {
         return rc;
     }
     ev_dtype c = ev_dtype_get_info(r)->compute;
@@ -128,7 +128,7 @@ static int cat(const ev_exec *ex, const char *name, ev_tensor *const *ts, int n,
         r = ev_promote_types(r, t->dtype);
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, r, t0->ndim, shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, r, t0->ndim, shape, &dst))) {
         return rc;
     }
     int64_t at = 0;

@@ -102,7 +102,7 @@ int ev_one_hot(const ev_exec *ex, ev_tensor *index, int64_t num_classes, ev_tens
     shape[index->ndim] = num_classes;
     ev_tensor *dst;
     if ((rc = ev__check_shape(name, index->ndim + 1, shape)) ||
-        (rc = ev__tensor_new(ex, EV_INT64, index->ndim + 1, shape, &dst))) {
+        (rc = ev__tensor_new(name, ex, EV_INT64, index->ndim + 1, shape, &dst))) {
         return rc;
     }
     onehot_arg a = {ev_tensor_ref(index), ev_tensor_ref(dst), num_classes};
@@ -223,7 +223,7 @@ int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target, in
     }
     int none = reduction == EV_REDUCTION_NONE;
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, logits->dtype, none ? 1 : 0, logits->shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, logits->dtype, none ? 1 : 0, logits->shape, &dst))) {
         return rc;
     }
     xent_arg a = {ev_tensor_ref(logits), ev_tensor_ref(target), ev_tensor_ref(dst), reduction};

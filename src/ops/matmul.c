@@ -369,7 +369,7 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
             goto fail;
         }
     }
-    if ((rc = ev__tensor_new(ex, r, nd, shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, r, nd, shape, &dst))) {
         goto fail;
     }
     mm_arg arg = {

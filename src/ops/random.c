@@ -364,7 +364,7 @@ static int new_output(const char *fn, const ev_exec *ex, ev_dtype dtype, int kin
     if (!out) {
         return ev__set_message(EV_EINVAL, "%s: out is NULL", fn);
     }
-    return ev__tensor_new(ex, dtype, ndim, shape, t);
+    return ev__tensor_new(fn, ex, dtype, ndim, shape, t);
 }
 
 /* Issues a on a new tensor and hands it to *out. */

@@ -665,7 +665,7 @@ static int reduce(const ev_exec *ex, int kind, ev_tensor *x, int ndims, const in
         break;
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, res, nd, shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, res, nd, shape, &dst))) {
         return rc;
     }
     red_arg a = {
@@ -828,7 +828,7 @@ static int softmax(const ev_exec *ex, ev_tensor *x, int dim, int log_, ev_tensor
                                ev_dtype_name(x->dtype));
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(ex, x->dtype, x->ndim, x->shape, &dst))) {
+    if ((rc = ev__tensor_new(name, ex, x->dtype, x->ndim, x->shape, &dst))) {
         return rc;
     }
     smax_arg a = {ev_tensor_ref(x), ev_tensor_ref(dst), d, log_};

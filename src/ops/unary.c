@@ -261,7 +261,7 @@ static int run_unary(const ev_exec *ex, const char *name, ev_tensor *x, int inpl
         if (!out) {
             return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
         }
-        rc = ev__tensor_new(ex, res, x->ndim, x->shape, &dst);
+        rc = ev__tensor_new(name, ex, res, x->ndim, x->shape, &dst);
         if (rc) {
             return rc;
         }
@@ -394,7 +394,7 @@ int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out)
         return ev__set_message(EV_EINVAL, "cast: out is NULL");
     }
     ev_tensor *dst;
-    rc = ev__tensor_new(ex, dtype, x->ndim, x->shape, &dst);
+    rc = ev__tensor_new("cast", ex, dtype, x->ndim, x->shape, &dst);
     if (rc) {
         return rc;
     }

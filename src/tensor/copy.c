@@ -53,7 +53,7 @@ int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src
 static int clone_tensor(const ev_exec *ex, const char *name, ev_tensor *t, ev_tensor **out)
 {
     ev_tensor *c;
-    int rc = ev__tensor_new(ex, t->dtype, t->ndim, t->shape, &c);
+    int rc = ev__tensor_new(name, ex, t->dtype, t->ndim, t->shape, &c);
     if (rc) {
         return rc;
     }

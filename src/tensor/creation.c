@@ -25,7 +25,7 @@ static int new_checked(const char *fn, const ev_exec *ex, ev_dtype dtype, int nd
     if (!out) {
         return ev__set_message(EV_EINVAL, "%s: out is NULL", fn);
     }
-    return ev__tensor_new(ex, dtype, ndim, shape, out);
+    return ev__tensor_new(fn, ex, dtype, ndim, shape, out);
 }
 
 int ev_empty(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,

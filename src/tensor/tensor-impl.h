@@ -139,7 +139,9 @@ static inline char *ev__tensor_ptr(const ev_tensor *t)
     return b ? b + t->offset * (int64_t)ev__dsize(t->dtype) : NULL;
 }
 
-/* Checks a shape argument; fn names the caller in the message. */
+/* Checks a shape argument: ndim in range, sizes >= 0, and their product,
+ * zeros counted as ones, at most INT64_MAX / 16 (so no size arithmetic on
+ * any tensor overflows). fn names the caller in the message. */
 int ev__check_shape(const char *fn, int ndim, const int64_t *shape);
 /* Checks an exec context (non-NULL, with a vm). */
 int ev__check_exec(const char *fn, const ev_exec *ex);
@@ -152,9 +154,13 @@ int ev__norm_dim(const char *fn, int dim, int ndim, int *out);
 char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
 #define EV__SHAPE_STR_SIZE (EV_MAX_DIMS * 22 + 4)
 
-/* A new contiguous tensor with a new storage (contents uninitialised). */
-int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
-                   ev_tensor **out);
+/* A new contiguous tensor with a new storage (contents uninitialised).
+ * Shapes derived from valid inputs (a broadcast, a cat, a matmul) can still
+ * be too large, so they are checked here as ev__check_shape does.
+ * Errors: EV_EINVAL naming fn if the sizes, zeros counted as ones, multiply
+ * past INT64_MAX / 16; EV_ENOMEM. */
+int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                   const int64_t *shape, ev_tensor **out);
 /* A new tensor struct viewing t's storage with the given layout. */
 int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, int64_t offset, ev_tensor **out);

@@ -194,6 +194,25 @@ int ev__check_tensor(const char *fn, const char *what, const ev_tensor *t)
     return 0;
 }
 
+/* Every tensor keeps the product of its sizes, zeros counted as ones, at
+ * most INT64_MAX / 16: then no product of sizes, strides or byte counts
+ * anywhere overflows int64, even for an empty tensor such as [0, 2^40, 2^40]
+ * (whose contiguous strides would). Sizes are known to be >= 0. */
+static int shape_too_big(const char *fn, int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    bool wrapped = false;
+    for (int i = 0; i < ndim; i++) {
+        wrapped |= __builtin_mul_overflow(n, shape[i] > 0 ? shape[i] : 1, &n);
+    }
+    if (wrapped || n > INT64_MAX / 16) {
+        char buf[EV__SHAPE_STR_SIZE];
+        return ev__set_message(EV_EINVAL, "%s: shape %s is too large: its sizes multiply past "
+                               "2^59", fn, ev__shape_str(ndim, shape, buf, sizeof buf));
+    }
+    return 0;
+}
+
 int ev__check_shape(const char *fn, int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > EV_MAX_DIMS) {
@@ -203,7 +222,6 @@ int ev__check_shape(const char *fn, int ndim, const int64_t *shape)
     if (ndim > 0 && !shape) {
         return ev__set_message(EV_EINVAL, "%s: shape is NULL for ndim %d", fn, ndim);
     }
-    int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char buf[EV__SHAPE_STR_SIZE];
@@ -211,16 +229,8 @@ int ev__check_shape(const char *fn, int ndim, const int64_t *shape)
                                    "shape %s", fn, (long long)shape[i], i,
                                    ev__shape_str(ndim, shape, buf, sizeof buf));
         }
-        /* Refuse shapes whose element count overflows before anything
-         * multiplies sizes in int64. */
-        if (shape[i] > 0 && n > INT64_MAX / 16 / shape[i]) {
-            char buf[EV__SHAPE_STR_SIZE];
-            return ev__set_message(EV_EINVAL, "%s: shape %s has too many elements", fn,
-                                   ev__shape_str(ndim, shape, buf, sizeof buf));
-        }
-        n *= shape[i];
     }
-    return 0;
+    return shape_too_big(fn, ndim, shape);
 }
 
 int ev__norm_dim(const char *fn, int dim, int ndim, int *out)
@@ -252,9 +262,13 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
     return buf;
 }
 
-int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
-                   ev_tensor **out)
+int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                   const int64_t *shape, ev_tensor **out)
 {
+    int rc = shape_too_big(fn, ndim, shape);
+    if (rc) {
+        return rc;
+    }
     int64_t strides[EV_MAX_DIMS];
     int64_t st = 1;
     for (int i = ndim - 1; i >= 0; i--) {
@@ -264,7 +278,7 @@ int ev__tensor_new(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
     int64_t numel = shape_numel(ndim, shape);
     size_t nbytes = (size_t)numel * ev__dsize(dtype);
     ev__storage *s = NULL;
-    int rc = storage_new(ex, nbytes, &s);
+    rc = storage_new(ex, nbytes, &s);
     if (rc) {
         return rc;
     }

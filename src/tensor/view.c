@@ -68,7 +68,8 @@ static int infer_shape(const char *fn, const ev_tensor *t, int ndim, const int64
                                ev__shape_str(t->ndim, t->shape, b, sizeof b),
                                (long long)t->numel);
     }
-    return 0;
+    /* An empty tensor may take sizes whose strides would overflow. */
+    return ev__check_shape(fn, ndim, res);
 }
 
 /* Strides for viewing t as shape, or 0 if its strides do not allow it. Walks
@@ -245,6 +246,9 @@ static int expand(const char *fn, ev_tensor *t, int ndim, const int64_t *shape, 
                                    ev__shape_str(ndim, shape, b, sizeof b), i,
                                    (long long)t->shape[j]);
         }
+    }
+    if ((rc = ev__check_shape(fn, ndim, res))) {
+        return rc;
     }
     return ev__tensor_alias(t, t->dtype, ndim, res, strides, t->offset, out);
 }

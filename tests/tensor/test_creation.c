@@ -44,7 +44,13 @@ static void test_full_family(void)
     CHECK_STR_CONTAINS(ev_last_message(), "empty: invalid dtype");
     CHECK_EQ(ev_empty(NULL, EV_FLOAT32, 1, SHAPE(3), &bad), EV_EINVAL);
     CHECK_EQ(ev_empty(&EX, EV_FLOAT32, 2, SHAPE(INT64_MAX / 2, 4), &bad), EV_EINVAL);
-    CHECK_STR_CONTAINS(ev_last_message(), "too many elements");
+    CHECK_STR_CONTAINS(ev_last_message(), "empty: shape [4611686018427387903, 4] is too "
+                                          "large: its sizes multiply past 2^59");
+    /* Empty, yet its contiguous strides would overflow int64: refused too. */
+    CHECK_EQ(ev_zeros(&EX, EV_FLOAT32, 3, SHAPE(0, (int64_t)1 << 40, (int64_t)1 << 40), &bad),
+             EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "zeros: shape [0, 1099511627776, 1099511627776] is "
+                                          "too large");
     CHECK(bad == NULL);
 }
 
@@ -200,6 +206,69 @@ static void test_kernel_failure_reported(void)
     }
 }
 
+/* Shapes made from valid inputs can still be too large: a broadcast of
+ * [2^40, 1] with [1, 2^40], a matmul of such factors, a cat of two halves
+ * past the limit, an index_select by a huge index, and a where whose result
+ * is empty but whose other sizes multiply past the limit. Each is a clean
+ * error naming the op, and nothing is created. */
+static void test_derived_shape_too_big(void)
+{
+    const int64_t big = (int64_t)1 << 40;
+    ev_tensor *one, *col, *row, *half, *idx0, *idx, *bad = NULL;
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT32, 2, SHAPE(1, 1), &one));
+    CHECK_OK(ev_expand(one, 2, SHAPE(big, 1), &col));
+    CHECK_OK(ev_expand(one, 2, SHAPE(1, big), &row));
+    CHECK_OK(ev_expand(one, 2, SHAPE((int64_t)1 << 58, 1), &half));
+    CHECK_OK(ev_zeros(&EX, EV_INT64, 1, SHAPE(1), &idx0));
+    CHECK_OK(ev_expand(idx0, 1, SHAPE(big), &idx));
+
+    CHECK_EQ(ev_add(&EX, col, row, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "add: shape [1099511627776, 1099511627776] is too "
+                                          "large");
+    CHECK_EQ(ev_matmul(&EX, col, row, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "matmul: shape [");
+    ev_tensor *halves[2] = {half, half};
+    CHECK_EQ(ev_cat(&EX, halves, 2, 0, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "cat: shape [");
+    CHECK_EQ(ev_index_select(&EX, row, 0, idx, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "index_select: shape [");
+    CHECK(bad == NULL);
+
+    /* Views check too: an expand past the limit, a view of an empty tensor
+     * as sizes whose strides would overflow. */
+    ev_tensor *empty;
+    CHECK_EQ(ev_expand(one, 2, SHAPE(big, big), &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "expand: shape [1099511627776, 1099511627776] is "
+                                          "too large");
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT32, 1, SHAPE(0), &empty));
+    CHECK_EQ(ev_view(empty, 3, SHAPE(0, big, big), &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "view: shape [0, 1099511627776, 1099511627776] is "
+                                          "too large");
+    CHECK_EQ(ev_reshape(&EX, empty, 3, SHAPE(big, big, 0), &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "reshape: shape [1099511627776, 1099511627776, 0] "
+                                          "is too large");
+    ev_tensor_unref(empty);
+
+    ev_tensor *cond, *x, *y;
+    CHECK_OK(ev_zeros(&EX, EV_BOOL, 3, SHAPE(0, 1, 1), &cond));
+    CHECK_OK(ev_unsqueeze(col, 0, &x));
+    CHECK_OK(ev_unsqueeze(row, 0, &y));
+    CHECK_EQ(ev_where(&EX, cond, x, y, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "where: shape [0, 1099511627776, 1099511627776] is "
+                                          "too large");
+    CHECK(bad == NULL);
+    ev_tensor_unref(y);
+    ev_tensor_unref(x);
+    ev_tensor_unref(cond);
+
+    ev_tensor_unref(idx);
+    ev_tensor_unref(idx0);
+    ev_tensor_unref(half);
+    ev_tensor_unref(row);
+    ev_tensor_unref(col);
+    ev_tensor_unref(one);
+}
+
 int main(void)
 {
     test_setup();
@@ -209,6 +278,7 @@ int main(void)
     RUN_TEST(test_copy);
     RUN_TEST(test_host_roundtrip);
     RUN_TEST(test_kernel_failure_reported);
+    RUN_TEST(test_derived_shape_too_big);
     test_teardown();
     return 0;
 }
