@@ -251,6 +251,8 @@ typedef struct ev_worker {
 
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
     ev_instr *returned_local;        /* finished instrs, batched before publishing */
+    ev_instr *returned_last;         /* its last node */
+    int64_t moved_ns;                /* when the worker last moved off a shared CPU */
     uint32_t returned_count;
     ev__defer_batch *defer_fill;     /* owned; deferred calls being collected */
     uint64_t *seen_done;             /* owned; [uid] = a completed seq seen there */
