@@ -82,6 +82,27 @@ static void expect_ok(int rc, const char *what)
     FZ_CHECK(rc == 0, "%s: expected success, got %d (%s)", what, rc, ev_err_name(rc));
 }
 
+/* Whether the runtime must refuse a result of this shape: its sizes, zeros
+ * counted as ones, multiply past 2^59 (a broadcast or an expand of a huge
+ * zero-size tensor can get there from valid inputs). */
+static int fz_too_large(int nd, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        if (__builtin_mul_overflow(n, shape[i] > 0 ? shape[i] : 1, &n)) {
+            return 1;
+        }
+    }
+    return n > INT64_MAX / 16;
+}
+
+/* The refusal fz_too_large predicts: EV_EINVAL naming the reason. */
+static void expect_too_large(int rc, const char *what)
+{
+    FZ_CHECK(rc == EV_EINVAL && strstr(ev_last_message(), "is too large"),
+             "%s: expected a too-large refusal, got %d (%s)", what, rc, ev_last_message());
+}
+
 /* A call of unknown validity that produces a tensor: success with a tensor,
  * or a clean error that leaves *out alone. Returns the tensor or NULL. */
 static ev_tensor *expect_any(int rc, ev_tensor *out, const char *what)
@@ -470,7 +491,13 @@ static void do_view(fz *f, reader *r)
             }
         }
         rc = ev_expand(t, nn, want, &out);
-        if (valid) {
+        int64_t got[EV_MAX_DIMS];
+        for (int i = 0; i < nn; i++) {
+            got[i] = want[i] == -1 ? sh[i - lead] : want[i];
+        }
+        if (valid && fz_too_large(nn, got)) {
+            expect_too_large(rc, "expand");
+        } else if (valid) {
             expect_ok(rc, "expand");
         } else {
             expect_err(rc, "expand");
@@ -583,6 +610,11 @@ static void do_binary(fz *f, reader *r)
     if (!valid) {
         expect_err(rc, "binary (invalid)");
         FZ_CHECK(out == NULL, "binary failed but wrote *out");
+        return;
+    }
+    if (fz_too_large(bnd, bshape)) {
+        expect_too_large(rc, ev_binary_op_name(op));
+        FZ_CHECK(out == NULL, "binary refused but wrote *out");
         return;
     }
     expect_ok(rc, ev_binary_op_name(op));
