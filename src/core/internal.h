@@ -350,6 +350,10 @@ void ev__instr_finish_slow(ev_vm *vm, ev_worker *w);
 /* Frees an object's memory and drops its poison. */
 void ev__obj_free(ev_vm *vm, ev_obj *obj);
 bool ev__dep_done(ev_vm *vm, ev_dep d);
+/* Moves the calling thread to another CPU it may run on, then lets it run
+ * anywhere it could before (its affinity ends as it was). Returns false,
+ * changing nothing, when it may run on one CPU only or a call fails. */
+bool ev__move_off_cpu(void);
 /* Waits until worker uid has finished seq. timeout_ns < 0 waits forever;
  * returns false on timeout. Called by workers and host threads. */
 bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns);

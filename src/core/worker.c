@@ -31,9 +31,9 @@
 /* A worker waiting for a peer that the scheduler queued on the same CPU
  * (it put them there when one woke the other and every CPU looked busy) can
  * only hand over by yielding, a context switch per instruction, while the
- * submitter may have the other CPU to itself. Moving this worker off the
- * CPU lets both run. Returns whether it moved; at most once per 200 µs, so
- * a scheduler that keeps putting us back costs little. */
+ * submitter may have the other CPU to itself. Moving off lets both run. At
+ * most once per 200 µs, so a scheduler that keeps putting us back costs
+ * little. Returns whether it moved. */
 static bool move_off_shared_cpu(void)
 {
     ev_worker *w = ev__current_worker;
@@ -42,25 +42,14 @@ static bool move_off_shared_cpu(void)
         return false;
     }
     w->moved_ns = now;
-    int me = sched_getcpu();
-    cpu_set_t allowed, others;
-    if (me < 0 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
-        return false;
-    }
-    others = allowed;
-    CPU_CLR(me, &others);
-    if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) {
-        return false;
-    }
-    /* Migrated by now; free to go anywhere again. */
-    sched_setaffinity(0, sizeof allowed, &allowed);
-    return true;
+    return ev__move_off_cpu();
 }
 
 /* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns and
  * yielding between checks after that. peer_cpu (may be NULL) is where the
  * thread that will make ready() true last ran: if that is this CPU, it
- * cannot run until we let it, so the busy phase is skipped. */
+ * cannot run until we let it, so a worker moves to another CPU, and any
+ * other thread (or a worker that moved moments ago) skips the busy phase. */
 static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_t total_ns,
                        _Atomic int *peer_cpu)
 {
