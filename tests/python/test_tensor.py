@@ -158,3 +158,24 @@ def test_argument_errors_raise_at_call():
         ev.sum(ev.ones(2), dim=3)
     with pytest.raises(OverflowError):
         ev.tensor([2**40], dtype=ev.int32)
+
+
+def test_too_large_shapes_refused_at_call():
+    # Valid views whose broadcast, or whose own sizes, multiply past 2^59
+    # elements: a ValueError naming the op and the shape, and the runtime
+    # goes on as before.
+    big = 2**40
+    one = ev.ones(1, 1)
+    col, row = one.expand(big, 1), one.expand(1, big)
+    with pytest.raises(ValueError, match=r"add: shape \[1099511627776, 1099511627776\] is too large"):
+        col + row
+    with pytest.raises(ValueError, match="matmul: shape .* is too large"):
+        col @ row
+    with pytest.raises(ValueError, match="expand: .* is too large"):
+        one.expand(big, big)
+    # Empty, but its strides would overflow: refused as well.
+    with pytest.raises(ValueError, match=r"zeros: shape \[0, 1099511627776, 1099511627776\]"):
+        ev.zeros(0, big, big)
+    with pytest.raises(ValueError, match="reshape: .* is too large"):
+        ev.zeros(0).reshape(big, big, 0)
+    assert (col[:3] + row[:, :2]).tolist() == [[2.0, 2.0]] * 3
