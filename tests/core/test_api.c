@@ -704,6 +704,65 @@ static void test_big_args_and_many_operands_are_copied(void)
     ev_vm_destroy(vm);
 }
 
+/* Arguments of every size up to past the inline buffer arrive byte for
+ * byte: the copy goes in 16-, 8-, 4-, 2- and 1-byte steps. Byte 0 holds the
+ * size (all sizes here are below 256), the rest a pattern of size and
+ * position. */
+enum { ARG_SIZES = EV_INLINE_ARG_SIZE + 40 };
+static _Atomic int arg_seen[ARG_SIZES + 1];
+
+static uint8_t arg_byte(size_t n, size_t i)
+{
+    return i == 0 ? (uint8_t)n : (uint8_t)(n * 31 + i * 7);
+}
+
+static int check_arg_bytes(void *arg, ev_kctx *kc)
+{
+    (void)kc;
+    const uint8_t *b = arg;
+    size_t n = b[0];
+    int good = 1;
+    for (size_t i = 1; i < n; i++) {
+        good &= b[i] == arg_byte(n, i);
+    }
+    atomic_store(&arg_seen[n], good ? 1 : -1);
+    return 0;
+}
+
+static void test_args_of_every_size_are_copied(void)
+{
+    _Static_assert(ARG_SIZES < 256, "sizes fit in the first byte");
+    ev_vm *vm;
+    CHECK_OK(ev_vm_create(NULL, &vm));
+    ev_obj *obj;
+    CHECK_OK(ev_obj_create(vm, &obj));
+    ev_operand op = {obj, EV_READ_WRITE};
+    uint8_t buf[ARG_SIZES];
+    for (size_t n = 1; n <= ARG_SIZES; n++) {
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = arg_byte(n, i);
+        }
+        ev_instr_desc d = {.kernel = check_arg_bytes,
+                           .arg = buf,
+                           .arg_size = n,
+                           .stream = ev_cpu_stream(1),
+                           .operands = &op,
+                           .n_operands = 1,
+                           .name = "arg bytes"};
+        CHECK_OK(ev_submit(vm, &d, NULL));
+        memset(buf, 0xee, sizeof buf); /* the instruction holds its own copy */
+    }
+    CHECK_OK(ev_synchronize(vm, NULL));
+    for (size_t n = 1; n <= ARG_SIZES; n++) {
+        if (atomic_load(&arg_seen[n]) != 1) {
+            printf("   arg of %zu bytes: %d\n", n, atomic_load(&arg_seen[n]));
+        }
+        CHECK_EQ(atomic_load(&arg_seen[n]), 1);
+    }
+    CHECK_OK(ev_obj_release(vm, obj, NULL, NULL));
+    ev_vm_destroy(vm);
+}
+
 /* ------------------------------------------------------------- arg_drop */
 
 enum { DROP_N = 40 };
@@ -1158,6 +1217,7 @@ int main(void)
     RUN_TEST(test_workers_start_lazily);
     RUN_TEST(test_tickets_and_kernel_context);
     RUN_TEST(test_big_args_and_many_operands_are_copied);
+    RUN_TEST(test_args_of_every_size_are_copied);
     RUN_TEST(test_arg_drop_once_per_instruction);
     RUN_TEST(test_profiling);
     RUN_TEST(test_stall_report_and_timeout);
