@@ -40,6 +40,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_LIMIT 3       /* thread uids 1..FZ_LIMIT beyond uid 0 */
 #define FZ_MAX_STEPS 128
 #define FZ_MAX_DIM 4     /* sizes of created dimensions are 0..FZ_MAX_DIM */
+/* Element budgets. Under coverage instrumentation an element costs ~100 ns,
+ * and cats, stacks and expands can grow a tensor geometrically: a slot keeps
+ * no tensor (view or not) of more than FZ_MAX_NUMEL elements, and an op
+ * whose result would pass FZ_MAX_RESULT is not called (unless the runtime
+ * must refuse it, which is quick). Zero-size tensors of huge nominal shape
+ * stay: they probe the size arithmetic. */
+#define FZ_MAX_NUMEL (1 << 16)
+#define FZ_MAX_RESULT (1 << 20)
 
 /* ------------------------------------------------------------- checking */
 
@@ -166,6 +174,10 @@ static ev_tensor *pick(fz *f, reader *r)
 static void put(fz *f, reader *r, ev_tensor *t)
 {
     int i = u8(r) % FZ_SLOTS;
+    if (t && ev_tensor_numel(t) > FZ_MAX_NUMEL) {
+        ev_tensor_unref(t); /* over budget: see FZ_MAX_NUMEL */
+        return;
+    }
     ev_tensor_unref(f->slot[i]);
     f->slot[i] = t;
 }
@@ -605,6 +617,9 @@ static void do_binary(fz *f, reader *r)
                 ev_broadcast_shapes(ev_tensor_ndim(a), ev_tensor_shape(a), ev_tensor_ndim(b),
                                     ev_tensor_shape(b), &bnd, bshape) == 0 &&
                 ev_binary_result_dtype(op, ev_tensor_dtype(a), ev_tensor_dtype(b), &rdt) == 0;
+    if (valid && !fz_too_large(bnd, bshape) && shape_numel(bnd, bshape) > FZ_MAX_RESULT) {
+        return; /* over budget: see FZ_MAX_RESULT */
+    }
     ev_tensor *out = NULL;
     int rc = ev_binary(&f->ex, op, a, b, &out);
     if (!valid) {
@@ -782,6 +797,10 @@ static void do_matmul(fz *f, reader *r)
         expect_err(ev_matmul(&f->ex, a, b, &out), "matmul with NULL");
         return;
     }
+    /* The result has at most numel(a) * numel(b) elements. */
+    if ((double)ev_tensor_numel(a) * (double)ev_tensor_numel(b) > FZ_MAX_RESULT) {
+        return; /* over budget: see FZ_MAX_RESULT */
+    }
     int rc = ev_matmul(&f->ex, a, b, &out);
     if (matmul_valid(a, b)) {
         expect_ok_or_huge(rc, "matmul", a, b);
@@ -881,6 +900,15 @@ static void do_index(fz *f, reader *r)
             return;
         }
         if (kind == 5) {
+            int n1, n2;
+            int64_t s1[EV_MAX_DIMS], s2[EV_MAX_DIMS];
+            if (ev_broadcast_shapes(ev_tensor_ndim(list[0]), ev_tensor_shape(list[0]),
+                                    ev_tensor_ndim(x), ev_tensor_shape(x), &n1, s1) == 0 &&
+                ev_broadcast_shapes(n1, s1, ev_tensor_ndim(list[n - 1]),
+                                    ev_tensor_shape(list[n - 1]), &n2, s2) == 0 &&
+                !fz_too_large(n2, s2) && shape_numel(n2, s2) > FZ_MAX_RESULT) {
+                return; /* over budget: see FZ_MAX_RESULT */
+            }
             rc = ev_where(&f->ex, list[0], x, list[n - 1], &out);
         } else {
             rc = (u8(r) & 1) ? ev_cat(&f->ex, list, n, dim, &out)
