@@ -9,7 +9,8 @@
  *     submitter's bursts (the chain waits while it refills the queue), and
  *     runs of 1-10 µs are workers sharing one CPU and handing over by
  *     context switch;
- *   - the involuntary context switches of each worker (/proc).
+ *   - the involuntary context switches of each worker (/proc), and how often
+ *     a worker moved off a CPU it shared with its peer (ev_vm_stats).
  *
  * Usage: chain_anatomy [N] [RUNS]   (defaults 1000000 and 3) */
 #define _GNU_SOURCE
@@ -142,6 +143,8 @@ static void run_once(long n)
     double total = (double)(now_ns() - t0) / (double)n;
     sw0 = involuntary_switches("ev-worker-0") - sw0;
     sw1 = involuntary_switches("ev-worker-1") - sw1;
+    ev_vm_stats stats;
+    ev_vm_get_stats(vm, &stats);
 
     static const int64_t edges[] = {150, 1000, 10000, 100000, INT64_MAX};
     static const char *const names[] = {"<150ns", "<1us", "<10us", "<100us", ">=100us"};
@@ -164,8 +167,9 @@ static void run_once(long n)
     }
     qsort(gaps, (size_t)(n - 1), sizeof *gaps, cmp_i64);
     printf("%.1f ns/instr; hand-off median %lld p10 %lld p90 %lld ns; involuntary switches "
-           "%ld + %ld\n  ns/instr in hand-offs", total, (long long)gaps[n / 2],
-           (long long)gaps[n / 10], (long long)gaps[n * 9 / 10], sw0, sw1);
+           "%ld + %ld; moves off a shared CPU %llu\n  ns/instr in hand-offs", total,
+           (long long)gaps[n / 2], (long long)gaps[n / 10], (long long)gaps[n * 9 / 10], sw0, sw1,
+           (unsigned long long)stats.cpu_moves);
     for (int b = 0; b < BUCKETS; b++) {
         printf("  %s: %.1f (%ld)", names[b], in_bucket[b] / (double)n, count[b]);
     }

@@ -335,6 +335,8 @@ typedef struct ev_vm_stats {
     uint64_t backpressure_waits;
     uint32_t workers_started;
     uint64_t worker_wakes;     /* submissions that had to wake a parked worker */
+    uint64_t cpu_moves;        /* times a worker moved off a CPU it shared with the
+                                * worker it waited for (scheduling health) */
 } ev_vm_stats;
 
 /* Fills *out (zeros for a NULL vm; does nothing for a NULL out). */

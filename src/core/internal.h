@@ -330,7 +330,7 @@ struct ev_vm {
     ev__defer_batch *defer_spares; /* owned; guarded by spares_lock */
 
     /* Counted by workers, rarely. */
-    _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure;
+    _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure, n_cpu_moves;
     /* Counted under submit_lock: plain adds, no bus-locked instruction. */
     uint64_t n_submitted, n_cross_edges, n_stream_edges, n_wakes;
     uint32_t workers_started;     /* guarded by submit_lock */

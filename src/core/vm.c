@@ -275,6 +275,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
     out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
     out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);
     out->backpressure_waits = atomic_load_explicit(&vm->n_backpressure, memory_order_relaxed);
+    out->cpu_moves = atomic_load_explicit(&vm->n_cpu_moves, memory_order_relaxed);
 }
 
 const char *ev_stream_type_name(int type)

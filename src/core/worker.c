@@ -53,7 +53,11 @@ static bool move_off_shared_cpu(void)
         return false;
     }
     w->moved_ns = now;
-    return ev__move_off_cpu();
+    if (!ev__move_off_cpu()) {
+        return false;
+    }
+    atomic_fetch_add_explicit(&w->vm->n_cpu_moves, 1, memory_order_relaxed);
+    return true;
 }
 
 /* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns and

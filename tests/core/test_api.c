@@ -434,6 +434,8 @@ static void test_workers_start_lazily(void)
     CHECK_OK(ev_synchronize(vm, NULL));
     CHECK_EQ(stats_of(vm).workers_started, 1);
     CHECK_EQ(count_worker_threads(), 1);
+    /* One worker never waits for a peer, so it never moves off a CPU. */
+    CHECK_EQ(stats_of(vm).cpu_moves, 0);
     /* A barrier on uid 0 starts uid 0's worker. */
     CHECK_OK(ev_submit_barrier(vm, ev_cpu_stream(0), NULL, NULL, 0, NULL, NULL));
     CHECK_OK(ev_synchronize(vm, NULL));

@@ -309,7 +309,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
     ev_allocator_stats a;
     ev_allocator_get_stats(EV_DEVICE_CPU, 0, &a);
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsIsIsKsKsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
+        "{sKsKsKsKsKsKsKsIsIsKsKsKsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
         "completed", (unsigned long long)s.completed, "failed", (unsigned long long)s.failed,
         "skipped", (unsigned long long)s.skipped, "cross_edges",
         (unsigned long long)s.cross_edges, "stream_edges", (unsigned long long)s.stream_edges,
@@ -318,7 +318,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
         "alloc_reserved", (unsigned long long)a.reserved, "generation",
         (unsigned long long)rt_gen, "worker_wakes", (unsigned long long)s.worker_wakes,
         "alloc_peak", (unsigned long long)a.peak_in_use, "alloc_stream_reuses",
-        (unsigned long long)a.n_stream_reuses);
+        (unsigned long long)a.n_stream_reuses, "cpu_moves", (unsigned long long)s.cpu_moves);
 }
 
 /* The engine's fault-injection hook, exported for tests (src/core/internal.h
