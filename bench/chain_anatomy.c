@@ -9,8 +9,9 @@
  *     submitter's bursts (the chain waits while it refills the queue), and
  *     runs of 1-10 µs are workers sharing one CPU and handing over by
  *     context switch;
- *   - the involuntary context switches of each worker (/proc), and how often
- *     a worker moved off a CPU it shared with its peer (ev_vm_stats).
+ *   - the involuntary context switches of each worker (/proc), how often a
+ *     worker moved off a CPU it shared with its peer (ev_vm_stats), and the
+ *     share of the machine's CPU time the hypervisor gave to other guests.
  *
  * Usage: chain_anatomy [N] [RUNS]   (defaults 1000000 and 3) */
 #define _GNU_SOURCE
@@ -104,6 +105,24 @@ static long involuntary_switches(const char *name)
     return found;
 }
 
+/* CPU time of the whole machine and the part the hypervisor stole (gave to
+ * other guests), in clock ticks, from /proc/stat; zeros if unreadable. A
+ * slow run with steal is the machine; one without is worth a look. */
+static void cpu_ticks(unsigned long long *total, unsigned long long *steal)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                     &v[3], &v[4], &v[5], &v[6], &v[7]) != 8) {
+        v[0] = v[1] = v[2] = v[3] = v[4] = v[5] = v[6] = v[7] = 0;
+    }
+    if (f) {
+        fclose(f);
+    }
+    *total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    *steal = v[7];
+}
+
 static void die(const char *what)
 {
     fprintf(stderr, "chain_anatomy: %s: %s\n", what, ev_last_message());
@@ -129,6 +148,8 @@ static void run_once(long n)
     }
     ev_synchronize(vm, NULL);
     long sw0 = involuntary_switches("ev-worker-0"), sw1 = involuntary_switches("ev-worker-1");
+    unsigned long long total0, steal0, total1, steal1;
+    cpu_ticks(&total0, &steal0);
 
     int64_t t0 = now_ns();
     for (index = 0; index < n; index++) {
@@ -141,6 +162,9 @@ static void run_once(long n)
         die("synchronize");
     }
     double total = (double)(now_ns() - t0) / (double)n;
+    cpu_ticks(&total1, &steal1);
+    double steal_pct = total1 > total0 ? 100.0 * (double)(steal1 - steal0) /
+                                             (double)(total1 - total0) : 0;
     sw0 = involuntary_switches("ev-worker-0") - sw0;
     sw1 = involuntary_switches("ev-worker-1") - sw1;
     ev_vm_stats stats;
@@ -167,9 +191,9 @@ static void run_once(long n)
     }
     qsort(gaps, (size_t)(n - 1), sizeof *gaps, cmp_i64);
     printf("%.1f ns/instr; hand-off median %lld p10 %lld p90 %lld ns; involuntary switches "
-           "%ld + %ld; moves off a shared CPU %llu\n  ns/instr in hand-offs", total,
-           (long long)gaps[n / 2], (long long)gaps[n / 10], (long long)gaps[n * 9 / 10], sw0, sw1,
-           (unsigned long long)stats.cpu_moves);
+           "%ld + %ld; moves off a shared CPU %llu; CPU stolen by the host %.1f%%\n"
+           "  ns/instr in hand-offs", total, (long long)gaps[n / 2], (long long)gaps[n / 10],
+           (long long)gaps[n * 9 / 10], sw0, sw1, (unsigned long long)stats.cpu_moves, steal_pct);
     for (int b = 0; b < BUCKETS; b++) {
         printf("  %s: %.1f (%ld)", names[b], in_bucket[b] / (double)n, count[b]);
     }
