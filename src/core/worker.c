@@ -28,17 +28,6 @@
  * parked pays one wake, while a long poller keeps a core from others. */
 #define SPIN_IDLE_NS 20000
 
-/* Publishes where worker w runs, for threads waiting on it (one load from
- * rseq data; stored only when it changed). Returns the CPU. */
-static int note_cpu(ev_worker *w)
-{
-    int cpu = sched_getcpu();
-    if (cpu != atomic_load_explicit(&w->cpu, memory_order_relaxed)) {
-        atomic_store_explicit(&w->cpu, cpu, memory_order_relaxed);
-    }
-    return cpu;
-}
-
 /* A worker waiting for a peer that the scheduler queued on the same CPU
  * (it put them there when one woke the other and every CPU looked busy) can
  * only hand over by yielding, a context switch per instruction, while the
@@ -83,19 +72,9 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_
         if (spent > busy_ns) {
             break;
         }
-        if (!peer_cpu) {
-            continue;
-        }
-        /* A waiting worker keeps its own CPU fresh too: the scheduler may
-         * have moved it since it last took an instruction, and a peer that
-         * trusts the old value would move onto it instead of away. */
-        ev_worker *self = ev__current_worker;
-        int cpu = self ? note_cpu(self) : sched_getcpu();
-        if (atomic_load_explicit(peer_cpu, memory_order_relaxed) == cpu) {
-            if (!move_off_shared_cpu()) {
-                break;
-            }
-            note_cpu(self);
+        if (peer_cpu && atomic_load_explicit(peer_cpu, memory_order_relaxed) == sched_getcpu() &&
+            !move_off_shared_cpu()) {
+            break;
         }
     }
     for (;;) {
@@ -452,7 +431,12 @@ static void *worker_main(void *p)
                 __builtin_prefetch((char *)after + EV_CACHELINE);
                 __builtin_prefetch(after->inline_deps);
             }
-            note_cpu(w);
+            /* Where we run, for threads waiting on us (one load from rseq
+             * data; stored only when it changed). */
+            int cpu = sched_getcpu();
+            if (cpu != atomic_load_explicit(&w->cpu, memory_order_relaxed)) {
+                atomic_store_explicit(&w->cpu, cpu, memory_order_relaxed);
+            }
             run_instr(vm, w, ins);
             /* Frees go over in batches, and all of them before the worker
              * may idle: a waiter woken by this instruction then finds them. */
