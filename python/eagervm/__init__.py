@@ -5,6 +5,9 @@ writes and runs it on worker threads. Sync points (numpy(), tolist(), item(),
 repr(), synchronize()) wait for the values they hand over. Choose where work
 runs with eagervm.asyncs.Thread and eagervm.asyncs.thread.
 
+eagervm.show_config() prints what this build is (version, flags, BLAS, the
+SIMD level chosen at load, sanitizers, thread limits, the environment).
+
 Set EAGERVM_SYNC=1 to make every op wait for its result before returning, so
 that a failure inside a kernel raises at the line that issued it (debugging).
 """
@@ -37,8 +40,12 @@ from ._C import (  # noqa: F401  (the public API)
     bitwise_right_shift, from_dlpack, one_hot, cross_entropy, randperm,
 )
 from . import asyncs  # noqa: F401
+from . import _config  # noqa: E402
+from ._config import config, show_config  # noqa: E402,F401
 
-__version__ = "0.1.0"
+__version__ = _C._config()["version"]
 from . import profiler  # noqa: F401,E402
+
+_config._warn_if_no_blas()  # once per process: a module is imported once
 
 profiler._start_from_env()  # EAGERVM_PROFILE=path.json: profile the process, write at exit

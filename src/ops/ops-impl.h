@@ -15,6 +15,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
     !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define EV__SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define EV__SIMD_CLONES_BUILT 1 /* ev_config_get reports the clone chosen */
 #else
 #define EV__SIMD_CLONES
 #endif

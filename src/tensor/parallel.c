@@ -133,6 +133,11 @@ static int configured_helpers(void)
     return total - 1 > MAX_HELPERS ? MAX_HELPERS : (int)total - 1;
 }
 
+int ev__intraop_threads(void)
+{
+    return 1 + configured_helpers();
+}
+
 /* Starts the helpers once; returns how many run. */
 static int ensure_helpers(void)
 {

@@ -77,6 +77,11 @@ void ev__alloc_count_reuse(const ev__block *b);
  * fn(0, n) on the caller. */
 void ev__parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
                       void *ctx);
+
+/* Threads (the caller included) that one ev__parallel_for splits over, as
+ * configured (EAGERVM_INTRAOP_THREADS or the CPUs); starts no thread. */
+int ev__intraop_threads(void);
+
 /* Below this many elements an elementwise loop runs on its worker alone. */
 #define EV__PARALLEL_GRAIN ((int64_t)1 << 16)
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "evpy.h"
+#include "eagervm/config.h"
 
 /* ---------------------------------------------------------------- runtime
  *
@@ -336,6 +337,23 @@ static PyObject *py_fail_alloc_after(PyObject *mod, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_config(PyObject *mod, PyObject *Py_UNUSED(ignored))
+{
+    ev_vm *vm = evpy_vm();
+    if (!vm) {
+        return NULL;
+    }
+    ev_config c;
+    ev_config_get(&c);
+    return Py_BuildValue("{sssssssssssOsOsssssisssisI}", "version", c.version, "build_type",
+                         c.build_type, "compiler", c.compiler, "c_flags", c.c_flags,
+                         "sanitizers", c.sanitizers, "blas", c.blas ? Py_True : Py_False,
+                         "blas_off_on_purpose", c.blas_off_on_purpose ? Py_True : Py_False,
+                         "blas_library", c.blas_library, "blas_runtime", c.blas_runtime,
+                         "blas_threads", c.blas_threads, "simd", c.simd, "intraop_threads",
+                         c.intraop_threads, "worker_thread_limit", ev_vm_thread_limit(vm));
+}
+
 static PyMethodDef module_methods[] = {
     {"synchronize", py_synchronize, METH_NOARGS,
      "synchronize()\n--\n\nWaits for every op issued so far (by any thread) and raises the "
@@ -346,6 +364,8 @@ static PyMethodDef module_methods[] = {
     {"_current_uid", py_current_uid, METH_NOARGS, "The calling thread's current uid."},
     {"_profile_enable", py_profile_enable, METH_O, "Turns instruction recording on/off."},
     {"_stats", py_stats, METH_NOARGS, "Runtime and allocator counters."},
+    {"_config", py_config, METH_NOARGS,
+     "The library's build and load-time configuration (eagervm.config() formats it)."},
     {"_fail_alloc_after", py_fail_alloc_after, METH_O,
      "Test hook: the allocation after n more succeed fails, and every one after it, "
      "until called with n < 0."},
