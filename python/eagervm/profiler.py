@@ -108,6 +108,7 @@ class profile:
     def __init__(self, labels=None):
         self._raw = []
         self._events = None
+        self._op_rank = None  # op names by total time, for op_colours()
         self._labels = {}
         self._t0 = self._t1 = None
         for t, name in (labels or {}).items():
@@ -278,13 +279,49 @@ class profile:
             out[key] = (len(iv), busy)
         return out
 
+    def op_colours(self, max_legend=12):
+        """{op name: (r, g, b)} (0..255): the colours of the timeline. They
+        are fixed for the profile: the op ranked i-th by total time over the
+        whole profile gets palette colour i, whichever window is drawn; the
+        ops below the first max_legend (at most 18, the palette's size) are
+        not in the map and are drawn in TIMELINE_OTHER."""
+        if self._op_rank is None:
+            totals = {}
+            for e in self.events:
+                totals[e.name] = totals.get(e.name, 0) + e.duration_ns
+            self._op_rank = [n for n, _ in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))]
+        n = max(0, min(int(max_legend), len(TIMELINE_PALETTE)))
+        return {name: TIMELINE_PALETTE[i] for i, name in enumerate(self._op_rank[:n])}
+
     def plot_timeline(self, path, title=None, window=None, max_legend=12, width=14.0):
         """Draws the timeline as an image (PNG, SVG, ... by the file's suffix):
-        one lane per stream, one bar per instruction coloured by op name, and a
-        legend of the ops with the most time. window=(start_ms, end_ms), in ms
-        since the profile started, draws only that span. Bars too narrow to
-        see are drawn one pixel wide. Needs matplotlib (Debian:
-        python3-matplotlib). Returns path."""
+        one lane per stream, time left to right. window=(start_ms, end_ms), in
+        ms since the profile started, draws only that span. max_legend: how
+        many ops get a colour of their own (at most 18). width: the picture's
+        width in inches at 100 dpi. Needs matplotlib (Debian:
+        python3-matplotlib). Returns path.
+
+        Each pixel column of a lane is one time span of (end - start) / width
+        pixels, drawn as a stacked bar: its painted height is the share of the
+        span the stream was busy (the union of its instructions), split among
+        the ops in proportion to their time in the span, bottom-up in the order
+        of the legend; the rest of the column is idle (TIMELINE_IDLE). So the
+        share of a lane's painted pixels in an op's colour is that op's share
+        of the lane's busy time, up to rounding, however short the
+        instructions. (One bar per instruction instead makes thousands of
+        sub-pixel bars overdraw each other, and the lane shows the colour of
+        whatever was drawn last.) The lanes are pasted in unresampled, so
+        every pixel in a lane is exactly a legend colour or the idle colour.
+
+        Colours come from op_colours(max_legend): the same op has the same
+        colour in every picture of this profile; the rest share "other". The
+        legend lists the ops painted in this picture.
+
+        A PNG carries where the lanes are, in a tEXt chunk "eagervm.timeline"
+        (JSON): {"window_ms": [lo, hi], "size": [w, h], "plot": box,
+        "lanes": [{"name", "box"}], "legend": {label: [r, g, b]},
+        "idle": [r, g, b]}, a box being [x0, y0, x1, y1] in image pixels from
+        the top left, ends exclusive (read it with PIL: Image.open(p).text)."""
         try:
             import matplotlib
             matplotlib.use("Agg", force=False)
@@ -295,6 +332,7 @@ class profile:
                 "eagervm.profiler.plot_timeline needs matplotlib: install it with "
                 "'apt-get install python3-matplotlib' (or export_chrome_trace() and open "
                 "the JSON in https://ui.perfetto.dev)") from exc
+        import numpy as np
         evs = self.events
         keys = self.streams()
         t0 = self._t0
@@ -304,44 +342,153 @@ class profile:
         if window:
             lo_ns, hi_ns = t0 + lo_ms * 1e6, t0 + hi_ms * 1e6
             evs = [e for e in evs if e.end_ns >= lo_ns and e.start_ns <= hi_ns]
+        colours = self.op_colours(max_legend)
+        named = list(colours)
+        code = {n: i for i, n in enumerate(named)}
+        other = len(named)  # the code of "other"; idle is other + 1
+        pal = np.array([colours[n] for n in named] + [TIMELINE_OTHER, TIMELINE_IDLE], np.uint8)
+
+        # Layout, in whole pixels: the text is set first and measured, then
+        # the plot area is placed so that its columns are the raster's.
         dpi = 100
-        min_w = (hi_ms - lo_ms) / (width * dpi)  # one pixel, in ms
-        totals = {}
-        for e in evs:
-            totals[e.name] = totals.get(e.name, 0) + e.duration_ns
-        named = [n for n, _ in sorted(totals.items(), key=lambda kv: -kv[1])][:max_legend]
-        cmap = plt.get_cmap("tab20" if len(named) > 10 else "tab10")
-        colours = {n: cmap(i % cmap.N) for i, n in enumerate(named)}
-        other = (0.6, 0.6, 0.6, 1.0)
-        lane = {k: i for i, k in enumerate(keys)}
-        bars = {}
-        for e in evs:
-            s = (e.start_ns - t0) / 1e6
-            d = max(e.duration_ns / 1e6, min_w)
-            bars.setdefault((lane[e.stream], e.name if e.name in colours else None),
-                            []).append((s, d))
-        height = max(1.2 + 0.8 * max(1, len(keys)), 0.9 + 0.22 * (len(named) + 2))
-        fig, ax = plt.subplots(figsize=(width, height), dpi=dpi)
-        for (li, name), spans in bars.items():
-            ax.broken_barh(spans, (li - 0.4, 0.8), facecolors=colours.get(name, other),
-                           linewidth=0)
-        ax.set_yticks(range(len(keys)))
-        ax.set_yticklabels([self.stream_name(k) for k in keys])
-        ax.set_ylim(-0.6, len(keys) - 0.4)
-        ax.invert_yaxis()
-        ax.set_xlim(lo_ms, hi_ms)
-        ax.set_xlabel("time since the profile started (ms)")
-        ax.set_title(title or f"eagervm timeline: {len(evs)} instructions, "
-                              f"{hi_ms - lo_ms:.1f} ms")
-        handles = [Patch(color=colours[n], label=n) for n in named]
-        if len(totals) > len(named):
-            handles.append(Patch(color=other, label="other"))
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0),
-                  fontsize="small", title="op")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        fig_w = max(200, int(round(width * dpi)))
+        fig = plt.figure(figsize=(fig_w / dpi, 6), dpi=dpi)
+        try:
+            ax = fig.add_axes([0.3, 0.2, 0.3, 0.6])
+            ax.set_xlim(lo_ms, hi_ms)
+            ax.set_yticks(range(len(keys)))
+            ax.set_yticklabels([self.stream_name(k) for k in keys])
+            ax.set_xlabel("time since the profile started (ms)")
+            ax.set_title(title or f"eagervm timeline: {len(evs)} instructions, "
+                                  f"{hi_ms - lo_ms:.1f} ms")
+            # The legend's entries are known only after painting; measure the
+            # tallest and widest it can be (all named ops, other, idle).
+            def legend(labels):
+                hs = [Patch(facecolor=np.array(c) / 255, edgecolor="none", label=n)
+                      for n, c in labels]
+                hs.append(Patch(facecolor=np.array(TIMELINE_IDLE) / 255, edgecolor="0.6",
+                                linewidth=0.5, label="idle"))
+                return ax.legend(handles=hs, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                                 fontsize="small", title="op")
+            leg = legend([(n, colours[n]) for n in named] + [("other", TIMELINE_OTHER)])
+            renderer = fig.canvas.get_renderer()
+            axbox = ax.get_window_extent(renderer)
+            # for_layout_only: a title wider than this provisional axes does not
+            # count sideways (only its height does).
+            tight = ax.get_tightbbox(renderer, for_layout_only=True)
+            legbox = leg.get_window_extent(renderer)
+            pad = 10
+            left = int(np.ceil(axbox.x0 - tight.x0)) + pad
+            right = int(np.ceil(tight.x1 - axbox.x1)) + pad
+            top = int(np.ceil(tight.y1 - axbox.y1)) + pad
+            bottom = int(np.ceil(axbox.y0 - tight.y0)) + pad
+            nlanes = len(keys)
+            gap, lane_min = 16, 80
+            lane_h = max(lane_min, int((legbox.height - (nlanes + 1) * gap) // max(1, nlanes)))
+            plot_h = nlanes * lane_h + (nlanes + 1) * gap
+            plot_w = max(100, fig_w - left - right)
+            fig_w = left + plot_w + right
+            fig_h = top + plot_h + bottom
+            fig.set_size_inches(fig_w / dpi, fig_h / dpi)
+            ax.set_position([left / fig_w, bottom / fig_h, plot_w / fig_w, plot_h / fig_h])
+            ax.set_ylim(plot_h, 0)  # y in pixels from the top of the plot area
+            ax.set_yticks([gap + i * (lane_h + gap) + lane_h / 2 for i in range(nlanes)])
+            ax.set_yticklabels([self.stream_name(k) for k in keys])
+            ax.tick_params(axis="y", length=0)
+
+            # Paint each lane.
+            lo_rel, hi_rel = lo_ms * 1e6, hi_ms * 1e6
+            per = {k: ([], [], []) for k in keys}
+            for e in evs:
+                s, t, c = per[e.stream]
+                s.append(e.start_ns - t0)
+                t.append(e.end_ns - t0)
+                c.append(code.get(e.name, other))
+            used = np.zeros(len(pal), bool)
+            lanes = []
+            for i, key in enumerate(keys):
+                s, t, c = per[key]
+                idx = _lane_raster(np.array(s, np.float64), np.array(t, np.float64),
+                                   np.array(c, np.int64), other + 1, lo_rel, hi_rel,
+                                   plot_w, lane_h)
+                used[np.unique(idx)] = True
+                y0 = top + gap + i * (lane_h + gap)
+                # origin="upper": row 0 of the array is the lane's top row; yo
+                # counts from the bottom of the figure. zorder: above the frame.
+                fig.figimage(pal[idx], xo=left, yo=fig_h - y0 - lane_h, origin="upper", zorder=5)
+                lanes.append({"name": self.stream_name(key), "box": [left, y0, left + plot_w,
+                                                                     y0 + lane_h]})
+            leg.remove()
+            shown = [(n, colours[n]) for n in named if used[code[n]]]
+            if used[other]:
+                shown.append(("other", TIMELINE_OTHER))
+            legend(shown)
+            meta = {"window_ms": [lo_ms, hi_ms], "size": [fig_w, fig_h],
+                    "plot": [left, top, left + plot_w, top + plot_h], "lanes": lanes,
+                    "legend": {n: list(c) for n, c in shown}, "idle": list(TIMELINE_IDLE)}
+            png = str(path).lower().endswith(".png")
+            fig.savefig(path, dpi=dpi,
+                        metadata={"eagervm.timeline": json.dumps(meta)} if png else None)
+        finally:
+            plt.close(fig)
         return path
+
+
+# The timeline's colours (0..255). tab20 without its two greys, its nine
+# strong colours first so that the ops with the most time differ most; other
+# is tab20's grey, idle a light grey: neither is in the palette.
+TIMELINE_PALETTE = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40),
+                    (148, 103, 189), (140, 86, 75), (227, 119, 194), (188, 189, 34),
+                    (23, 190, 207), (174, 199, 232), (255, 187, 120), (152, 223, 138),
+                    (255, 152, 150), (197, 176, 213), (196, 156, 148), (247, 182, 210),
+                    (219, 219, 141), (158, 218, 229)]
+TIMELINE_OTHER = (127, 127, 127)
+TIMELINE_IDLE = (240, 240, 240)
+
+
+def _lane_raster(starts, ends, codes, ncodes, lo, hi, width, height):
+    """The picture of one lane as op codes, an int array (height, width):
+    codes[i] is the code (0..ncodes-1) of the instruction running from
+    starts[i] to ends[i] (sorted by start); ncodes stands for idle. Column j
+    covers [lo + j * dt, lo + (j + 1) * dt), dt = (hi - lo) / width."""
+    import numpy as np
+    # Count overlapping instructions by their union: each one starts no
+    # earlier than the latest end before it (the overlap goes to the earlier
+    # one), which leaves disjoint intervals, still sorted.
+    if len(starts):
+        prev_end = np.concatenate(([-np.inf], np.maximum.accumulate(ends)[:-1]))
+        starts = np.maximum(starts, prev_end)
+    starts, ends = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    keep = ends > starts
+    starts, ends, codes = starts[keep], ends[keep], codes[keep]
+    # time[c, j]: op c's time in column j, from F_c(t) = op c's time before t.
+    edges = np.linspace(lo, hi, width + 1)
+    time = np.zeros((ncodes, width))
+    for c in np.unique(codes):
+        m = codes == c
+        s, e = starts[m], ends[m]
+        before = np.concatenate(([0.0], np.cumsum(e - s)))
+        i = np.searchsorted(s, edges, side="right") - 1
+        ic = np.maximum(i, 0)
+        f = np.where(i >= 0, before[ic] + np.clip(edges - s[ic], 0.0, e[ic] - s[ic]), 0.0)
+        time[c] = np.maximum(np.diff(f), 0.0)
+    busy = time.sum(axis=0)
+    dt = (hi - lo) / width
+    painted = np.floor(np.minimum(busy / dt, 1.0) * height + 0.5).astype(np.int64)
+    # Split each column's painted pixels by largest remainder.
+    quota = time * np.where(busy > 0, painted / np.where(busy > 0, busy, 1.0), 0.0)
+    px = np.floor(quota).astype(np.int64)
+    short = painted - px.sum(axis=0)
+    order = np.argsort(-(quota - px), axis=0, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(ncodes)[:, None], axis=0)
+    px += rank < short[None, :]
+    # Stack bottom-up in code order: row y (from the bottom) shows the first
+    # code whose running top is above y.
+    tops = np.cumsum(px, axis=0)
+    rows = np.arange(height)[:, None, None]
+    idx = (tops[None, :, :] <= rows).sum(axis=1)
+    return idx[::-1]
 
 
 # ------------------------------------------------- whole-process profiling
