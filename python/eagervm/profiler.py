@@ -385,7 +385,9 @@ class profile:
             nlanes = len(keys)
             gap, lane_min = 16, 80
             lane_h = max(lane_min, int((legbox.height - (nlanes + 1) * gap) // max(1, nlanes)))
-            plot_h = nlanes * lane_h + (nlanes + 1) * gap
+            # At least as tall as the legend (which hangs from its top), so the
+            # legend is never cut off, even with no lane.
+            plot_h = max(nlanes * lane_h + (nlanes + 1) * gap, int(np.ceil(legbox.height)))
             plot_w = max(100, fig_w - left - right)
             fig_w = left + plot_w + right
             fig_h = top + plot_h + bottom
