@@ -391,8 +391,11 @@ class profile:
             plot_w = max(100, fig_w - left - right)
             fig_w = left + plot_w + right
             fig_h = top + plot_h + bottom
-            fig.set_size_inches(fig_w / dpi, fig_h / dpi)
-            ax.set_position([left / fig_w, bottom / fig_h, plot_w / fig_w, plot_h / fig_h])
+            # Agg makes a canvas of int(inches * dpi) pixels, and 2.03 * 100 is
+            # 202.99...: a quarter pixel more keeps the sizes whole.
+            fw, fh = fig_w + 0.25, fig_h + 0.25
+            fig.set_size_inches(fw / dpi, fh / dpi)
+            ax.set_position([left / fw, bottom / fh, plot_w / fw, plot_h / fh])
             ax.set_ylim(plot_h, 0)  # y in pixels from the top of the plot area
             ax.set_yticks([gap + i * (lane_h + gap) + lane_h / 2 for i in range(nlanes)])
             ax.set_yticklabels([self.stream_name(k) for k in keys])

@@ -219,3 +219,20 @@ def test_lane_raster_columns():
     assert col[1] == [1] * 5 + [2] * 5
     assert col[2] == [0] * 3 + [1] * 7
     assert col[3] == [2] * 10
+
+
+@pytest.mark.parametrize("width,lanes", [(6.0, 1), (9.87, 2), (14.0, 3), (23.45, 2)])
+def test_lane_boxes_are_exact(tmp_path, width, lanes):
+    """The boxes the picture reports are where its lanes are, to the pixel,
+    whatever the size: fully busy lanes fill their boxes and nothing more."""
+    spans = [(f"op{u}", u, 0, 1_000_000) for u in range(lanes)]
+    prof = fake_profile(spans)
+    rgb, meta = read(prof.plot_timeline(str(tmp_path / "busy.png"), width=width))
+    check_lane_colours(rgb, meta)
+    assert len(meta["lanes"]) == lanes
+    for u, ln in enumerate(meta["lanes"]):
+        x0, y0, x1, y1 = ln["box"]
+        colour = meta["legend"][f"op{u}"]
+        assert np.all(rgb[y0:y1, x0:x1] == colour)
+        for edge in (rgb[y0 - 1, x0:x1], rgb[y1, x0:x1], rgb[y0:y1, x0 - 1], rgb[y0:y1, x1]):
+            assert not np.all(edge == colour, axis=1).any()
