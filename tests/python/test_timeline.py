@@ -4,7 +4,6 @@ its colour across the pictures of one profile.
 
 The pictures are PNGs read with PIL; where the lanes are comes from the
 picture's own "eagervm.timeline" tEXt chunk (see plot_timeline)."""
-import importlib.util
 import json
 import os
 
@@ -16,8 +15,7 @@ Image = pytest.importorskip("PIL.Image")
 
 from eagervm import profiler  # noqa: E402
 from eagervm.datasets import mnist  # noqa: E402
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from test_mnist import load_example  # noqa: E402  (this folder is on sys.path under pytest)
 
 
 # ------------------------------------------------------------------ helpers
@@ -71,14 +69,6 @@ def fake_profile(spans):
 
 
 # ------------------------------------------------------ the main job's profile
-
-def load_example():
-    spec = importlib.util.spec_from_file_location(
-        "fashion_mnist_example", os.path.join(ROOT, "examples", "fashion_mnist.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.fixture(scope="module")
 def main_job(tmp_path_factory):
