@@ -27,52 +27,60 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------ binary ops
+/* ------------------------------------------------------- elementwise ops
  *
- * Result dtypes (R = ev_promote_types(a, b)):
- *   add sub mul maximum minimum   R; sub of two bools is EV_ETYPE (as NumPy:
- *                                 use logical_xor); bool add is or, mul is and
- *   div                           true division: R if R is a float, else
- *                                 float64 (as NumPy)
- *   floor_divide remainder pow    R, with bool computed as the smallest
- *                                 integer dtype; Python semantics: the result
- *                                 of floor_divide rounds toward -inf and
- *                                 remainder has the divisor's sign. Integer
- *                                 division or remainder by 0 gives 0 and the
- *                                 minimum // -1 wraps, as NumPy (without its
- *                                 warning). An integer raised to a negative
- *                                 integer power fails the instruction with
- *                                 EV_EVALUE (DESIGN rule 6), as NumPy raises.
- *   eq ne lt le gt ge             bool, comparing in R (NaN != NaN)
- *   logical_and logical_or logical_xor
- *                                 bool, each operand taken as x != 0
+ * The binary and unary ops are declared once, in the op table ops.def: each
+ * row gives ev_<name>(ex, ...) and, for INPLACE rows, ev_<name>_(ex, ...),
+ * an enum value EV_OP_<ID>, and the generic entry points below.
+ *
+ * Result dtypes of a binary op by its rule (R = ev_promote_types(a, b)):
+ *   ARITH      R (add, mul, maximum, minimum); bool add is or, mul is and
+ *   NUMERIC    R; bools are EV_ETYPE (sub: as NumPy, use logical_xor)
+ *   FLOAT      R if R is a float, else float64 (div: true division, as NumPy)
+ *   INTLIKE    R, with bool computed as the smallest integer dtype
+ *              (floor_divide, remainder, pow); Python semantics: floor_divide
+ *              rounds toward -inf and remainder has the divisor's sign.
+ *              Integer division or remainder by 0 gives 0 and the minimum //
+ *              -1 wraps, as NumPy (without its warning). An integer raised to
+ *              a negative integer power fails the instruction with EV_EVALUE
+ *              (DESIGN rule 6), as NumPy raises.
+ *   COMPARE    bool, comparing in R (NaN != NaN)
+ *   LOGICAL    bool, each operand taken as x != 0
+ *   BITWISE    R for bool and integers (a float is EV_ETYPE, as NumPy and
+ *              PyTorch); and, or, xor of bools stay bool
+ *   SHIFT      R for integers, bool computed as the smallest integer; as
+ *              NumPy's left_shift and right_shift: a shift by the bit width
+ *              or more, or by a negative amount, gives 0 (or -1 for a right
+ *              shift of a negative value); left shifts wrap
  * Integer arithmetic wraps on overflow (two's complement), as NumPy.
- * maximum and minimum propagate NaN. */
-#define EV_BINARY_OP_MAP(X)        \
-    X(ADD, add)                    \
-    X(SUB, sub)                    \
-    X(MUL, mul)                    \
-    X(DIV, div)                    \
-    X(FLOOR_DIVIDE, floor_divide)  \
-    X(REMAINDER, remainder)        \
-    X(POW, pow)                    \
-    X(MAXIMUM, maximum)            \
-    X(MINIMUM, minimum)            \
-    X(EQ, eq)                      \
-    X(NE, ne)                      \
-    X(LT, lt)                      \
-    X(LE, le)                      \
-    X(GT, gt)                      \
-    X(GE, ge)                      \
-    X(LOGICAL_AND, logical_and)    \
-    X(LOGICAL_OR, logical_or)      \
-    X(LOGICAL_XOR, logical_xor)
+ * maximum and minimum propagate NaN.
+ *
+ * Result dtypes of a unary op by its rule:
+ *   SAME       the input's (abs of bool is the identity; abs of the integer
+ *              minimum is the minimum, as NumPy)
+ *   NUMERIC    the input's; bool is EV_ETYPE (neg, relu)
+ *   FLOAT      ev_dtype_to_float(input): floats keep their dtype, bool gives
+ *              float32, integers give float64 (as NumPy's exp); gelu is the
+ *              exact erf form, as PyTorch's default
+ *   LOGICAL    bool (logical_not: x == 0)
+ *   BITWISE    the input's, bool and integers only (bitwise_not is ~x, and
+ *              logical not for bool)
+ */
+typedef enum ev_op_rule {
+    EV_RULE_ARITH, EV_RULE_NUMERIC, EV_RULE_FLOAT, EV_RULE_INTLIKE, EV_RULE_COMPARE,
+    EV_RULE_LOGICAL, EV_RULE_BITWISE, EV_RULE_SHIFT, EV_RULE_SAME,
+} ev_op_rule;
 
 enum ev_binary_op {
-#define EV_BINARY_ENUM(id, name) EV_OP_##id,
-    EV_BINARY_OP_MAP(EV_BINARY_ENUM)
-#undef EV_BINARY_ENUM
+#define EV_BINARY(ID, name, ...) EV_OP_##ID,
+#include "eagervm/ops.def"
     EV_BINARY_OP_COUNT
+};
+
+enum ev_unary_op {
+#define EV_UNARY(ID, name, ...) EV_OP_##ID,
+#include "eagervm/ops.def"
+    EV_UNARY_OP_COUNT
 };
 
 /* "add" for EV_OP_ADD; "invalid" for other values. */
@@ -80,106 +88,33 @@ EV_API const char *ev_binary_op_name(int op);
 /* The dtype op gives for inputs of dtypes a and b, or EV_ETYPE if op does not
  * support them (message says why). Pure; does not touch any tensor. */
 EV_API int ev_binary_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out);
-
 /* out = a op b (broadcast). */
 EV_API int ev_binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out);
-/* a = a op b, in place (b broadcast to a's shape). */
+/* a = a op b, in place (b broadcast to a's shape); EV_EINVAL for an op
+ * without an in-place form. */
 EV_API int ev_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b);
 
-/* One named pair per op: ev_add(ex, a, b, &out) and ev_add_(ex, a, b). */
-#define EV_BINARY_DECL(id, name)                                                       \
-    EV_API int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out); \
-    EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b);
-EV_BINARY_OP_MAP(EV_BINARY_DECL)
-#undef EV_BINARY_DECL
-
-/* ------------------------------------------------------------ bitwise ops
- *
- * Elementwise on bool and integer tensors (a float operand is EV_ETYPE, as
- * NumPy and PyTorch). The result dtype is ev_promote_types(a, b); and, or,
- * xor of bools stay bool. Shifts follow NumPy's left_shift and right_shift:
- * bools compute as the smallest integer dtype; a shift by the bit width or
- * more, or by a negative amount, gives 0 (or -1 for a right shift of a
- * negative value); left shifts wrap. Broadcasting and the in-place rules are
- * those of the binary ops above. bitwise_not is ~x for integers and
- * logical not for bool, keeping the dtype. */
-#define EV_BITWISE_OP_MAP(X)          \
-    X(AND, and)                       \
-    X(OR, or)                         \
-    X(XOR, xor)                       \
-    X(LEFT_SHIFT, left_shift)         \
-    X(RIGHT_SHIFT, right_shift)
-
-enum ev_bitwise_op {
-#define EV_BITWISE_ENUM(id, name) EV_BITWISE_##id,
-    EV_BITWISE_OP_MAP(EV_BITWISE_ENUM)
-#undef EV_BITWISE_ENUM
-    EV_BITWISE_OP_COUNT
-};
-
-/* "bitwise_and" for EV_BITWISE_AND; "invalid" for other values. */
-EV_API const char *ev_bitwise_op_name(int op);
-/* The result dtype of op on dtypes a and b, or EV_ETYPE (message says why). */
-EV_API int ev_bitwise_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out);
-EV_API int ev_bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out);
-EV_API int ev_bitwise_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b);
-
-/* One named pair per op: ev_bitwise_and(ex, a, b, &out), ev_bitwise_and_(ex, a, b). */
-#define EV_BITWISE_DECL(id, name)                                                    \
-    EV_API int ev_bitwise_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b,      \
-                                 ev_tensor **out);                                   \
-    EV_API int ev_bitwise_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b);
-EV_BITWISE_OP_MAP(EV_BITWISE_DECL)
-#undef EV_BITWISE_DECL
-
-EV_API int ev_bitwise_not(const ev_exec *ex, ev_tensor *x, ev_tensor **out);
-EV_API int ev_bitwise_not_(const ev_exec *ex, ev_tensor *x);
-
-
-/* ------------------------------------------------------------- unary ops
- *
- * Result dtypes:
- *   neg abs relu                  the input's; neg and relu of bool are
- *                                 EV_ETYPE (abs of bool is the identity)
- *   exp log sqrt rsqrt sin cos tanh sigmoid gelu
- *                                 ev_dtype_to_float(input): floats keep their
- *                                 dtype, bool gives float32, int32 and int64
- *                                 give float64 (as NumPy's exp); gelu is the
- *                                 exact erf form, as PyTorch's default
- *   logical_not                   bool (x == 0)
- * abs of the integer minimum is the minimum (wraps, as NumPy). */
-#define EV_UNARY_OP_MAP(X)       \
-    X(NEG, neg)                  \
-    X(ABS, abs)                  \
-    X(EXP, exp)                  \
-    X(LOG, log)                  \
-    X(SQRT, sqrt)                \
-    X(RSQRT, rsqrt)              \
-    X(SIN, sin)                  \
-    X(COS, cos)                  \
-    X(TANH, tanh)                \
-    X(SIGMOID, sigmoid)          \
-    X(RELU, relu)                \
-    X(GELU, gelu)                \
-    X(LOGICAL_NOT, logical_not)
-
-enum ev_unary_op {
-#define EV_UNARY_ENUM(id, name) EV_OP_##id,
-    EV_UNARY_OP_MAP(EV_UNARY_ENUM)
-#undef EV_UNARY_ENUM
-    EV_UNARY_OP_COUNT
-};
-
+/* "neg" for EV_OP_NEG; "invalid" for other values. */
 EV_API const char *ev_unary_op_name(int op);
+/* The dtype op gives for an input of dtype x, or EV_ETYPE (message says why). */
 EV_API int ev_unary_result_dtype(int op, ev_dtype x, ev_dtype *out);
+/* out = op(x). */
 EV_API int ev_unary(const ev_exec *ex, int op, ev_tensor *x, ev_tensor **out);
+/* x = op(x), in place; EV_EINVAL for an op without an in-place form. */
 EV_API int ev_unary_(const ev_exec *ex, int op, ev_tensor *x);
 
-#define EV_UNARY_DECL(id, name)                                                  \
+/* One function per row, and one for its in-place form:
+ * ev_add(ex, a, b, &out), ev_add_(ex, a, b); ev_sin(ex, x, &out), ev_sin_(ex, x). */
+#define EV__DECL_INPLACE_INPLACE(decl) decl
+#define EV__DECL_INPLACE_OUT_OF_PLACE(decl)
+#define EV_BINARY(ID, name, rule, inplace, ...)                                          \
+    EV_API int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out); \
+    EV__DECL_INPLACE_##inplace(EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *a,  \
+                                                       ev_tensor *b);)
+#define EV_UNARY(ID, name, rule, inplace, ...)                                    \
     EV_API int ev_##name(const ev_exec *ex, ev_tensor *x, ev_tensor **out);      \
-    EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *x);
-EV_UNARY_OP_MAP(EV_UNARY_DECL)
-#undef EV_UNARY_DECL
+    EV__DECL_INPLACE_##inplace(EV_API int ev_##name##_(const ev_exec *ex, ev_tensor *x);)
+#include "eagervm/ops.def"
 
 /* Limits x to [min, max]; either bound may be NULL (no limit). The result
  * keeps x's dtype; a float bound for an integer x is EV_ETYPE (cast x first),

@@ -22,29 +22,35 @@ import os as _os
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from . import _C  # noqa: E402
-from ._C import (  # noqa: F401  (the public API)
-    Tensor, dtype, bool, int32, int64, float32, float64,
-    tensor, from_numpy, empty, zeros, ones, full, empty_like, zeros_like, ones_like,
-    full_like, arange, linspace, eye,
-    add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum,
-    eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor,
-    subtract, multiply, divide, true_divide, power,
-    neg, negative, abs, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu,
-    logical_not, clamp, clip, cast,
-    sum, mean, prod, max, min, argmax, argmin, var, std, softmax, log_softmax, matmul,
-    view, reshape, expand, permute, flatten, transpose, squeeze, unsqueeze, contiguous,
-    clone, synchronize,
-    where, cat, concat, concatenate, stack, index_select, gather, take, scatter_add,
-    rand, randn, randint, rand_like, randn_like, manual_seed, Generator, default_generator,
-    bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
-    bitwise_right_shift, from_dlpack, one_hot, cross_entropy, randperm,
+
+# What is not in the op table yet, by hand; every op of the table
+# (include/eagervm/ops.def) and its aliases join below, from the table.
+_HAND_WRITTEN = (
+    "Tensor", "dtype", "bool", "int32", "int64", "float32", "float64",
+    "tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like", "zeros_like",
+    "ones_like", "full_like", "arange", "linspace", "eye",
+    "clamp", "clip", "cast",
+    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "softmax",
+    "log_softmax", "matmul",
+    "view", "reshape", "expand", "permute", "flatten", "transpose", "squeeze", "unsqueeze",
+    "contiguous", "clone", "synchronize",
+    "where", "cat", "concat", "concatenate", "stack", "index_select", "gather", "take",
+    "scatter_add", "rand", "randn", "randint", "rand_like", "randn_like", "manual_seed",
+    "Generator", "default_generator", "from_dlpack", "one_hot", "cross_entropy", "randperm",
 )
+_OP_TABLE = _C._op_table()
+_FROM_TABLE = tuple([row["name"] for row in _OP_TABLE["ops"]] +
+                    [alias for alias, _ in _OP_TABLE["aliases"]])
+globals().update({_name: getattr(_C, _name) for _name in _HAND_WRITTEN + _FROM_TABLE})
+
 from . import asyncs  # noqa: F401
 from . import _config  # noqa: E402
 from ._config import config, show_config  # noqa: E402,F401
 
 __version__ = _C._config()["version"]
 from . import profiler  # noqa: F401,E402
+
+__all__ = list(_HAND_WRITTEN + _FROM_TABLE) + ["asyncs", "profiler", "config", "show_config"]
 
 _config._warn_if_no_blas()  # once per process: a module is imported once
 

@@ -253,46 +253,75 @@ BIN_LOOP(logical_and_bool, uint8_t, uint8_t, x & y)
 BIN_LOOP(logical_or_bool, uint8_t, uint8_t, x | y)
 BIN_LOOP(logical_xor_bool, uint8_t, uint8_t, x ^ y)
 
+/* Bitwise ops (bool and integers): NumPy's shifts (npy_lshift, npy_rshift),
+ * computed without undefined behaviour: a shift by the width or more (or by a
+ * negative amount, which reads as a huge unsigned count) gives 0, or -1 for a
+ * right shift of a negative value; left shifts wrap in the unsigned type. */
+#define SHL(T, U, BITS) ((uint64_t)(U)y < (BITS) ? (T)((U)x << (U)y) : (T)0)
+#define SHR(T, U, BITS) \
+    ((uint64_t)(U)y < (BITS) ? (T)(x >> (U)y) : (x < 0 ? (T)-1 : (T)0))
+#define BIT_LOOPS(op, OPR)                               \
+    BIN_LOOP(op##_bool, uint8_t, uint8_t, x OPR y)      \
+    BIN_LOOP(op##_int32, int32_t, int32_t, x OPR y)     \
+    BIN_LOOP(op##_int64, int64_t, int64_t, x OPR y)
+BIT_LOOPS(bitwise_and, &)
+BIT_LOOPS(bitwise_or, |)
+BIT_LOOPS(bitwise_xor, ^)
+BIN_LOOP(bitwise_left_shift_int32, int32_t, int32_t, SHL(int32_t, uint32_t, 32))
+BIN_LOOP(bitwise_left_shift_int64, int64_t, int64_t, SHL(int64_t, uint64_t, 64))
+BIN_LOOP(bitwise_right_shift_int32, int32_t, int32_t, SHR(int32_t, uint32_t, 32))
+BIN_LOOP(bitwise_right_shift_int64, int64_t, int64_t, SHR(int64_t, uint64_t, 64))
+
 /* --------------------------------------------------------------- op table */
 
-enum {
-    K_ARITH,   /* compute and return the promoted dtype */
-    K_INTLIKE, /* the same, with bool computed as the smallest integer */
-    K_TRUEDIV, /* the promoted dtype if float, else float64 */
-    K_COMPARE, /* compute in the promoted dtype, return bool */
-    K_LOGICAL, /* compute in bool, return bool */
-};
-
-typedef struct binop {
-    const char *name, *name_;  /* out-of-place and in-place instruction names */
-    int kind;
-    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by compute dtype; NULL: unsupported */
-} binop;
-
-#define ALL_LOOPS(op) {op##_bool, op##_int32, op##_int64, op##_float32, op##_float64}
-#define NUM_LOOPS(op) {NULL, op##_int32, op##_int64, op##_float32, op##_float64}
-#define FLT_LOOPS(op) {NULL, NULL, NULL, op##_float32, op##_float64}
+/* Each op's loops by compute dtype (NULL: not supported), found by the op
+ * table under the op's name. */
+#define ALL_LOOPS(op) \
+    {[EV_BOOL] = op##_bool, [EV_INT32] = op##_int32, [EV_INT64] = op##_int64, \
+     [EV_FLOAT32] = op##_float32, [EV_FLOAT64] = op##_float64}
+#define NUM_LOOPS(op) \
+    {[EV_INT32] = op##_int32, [EV_INT64] = op##_int64, [EV_FLOAT32] = op##_float32, \
+     [EV_FLOAT64] = op##_float64}
+#define FLT_LOOPS(op) {[EV_FLOAT32] = op##_float32, [EV_FLOAT64] = op##_float64}
+#define INT_LOOPS(op) {[EV_INT32] = op##_int32, [EV_INT64] = op##_int64}
+#define BIT_LOOPS_TABLE(op) {[EV_BOOL] = op##_bool, [EV_INT32] = op##_int32, [EV_INT64] = op##_int64}
 _Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its loops in binary.c");
 
+typedef const ev__loop_fn loop_table[EV_DTYPE_COUNT];
+static loop_table add_loops = ALL_LOOPS(add);
+static loop_table sub_loops = NUM_LOOPS(sub);
+static loop_table mul_loops = ALL_LOOPS(mul);
+static loop_table div_loops = FLT_LOOPS(div);
+static loop_table floor_divide_loops = NUM_LOOPS(floor_divide);
+static loop_table remainder_loops = NUM_LOOPS(remainder);
+static loop_table pow_loops = NUM_LOOPS(pow);
+static loop_table maximum_loops = ALL_LOOPS(maximum);
+static loop_table minimum_loops = ALL_LOOPS(minimum);
+static loop_table eq_loops = ALL_LOOPS(eq);
+static loop_table ne_loops = ALL_LOOPS(ne);
+static loop_table lt_loops = ALL_LOOPS(lt);
+static loop_table le_loops = ALL_LOOPS(le);
+static loop_table gt_loops = ALL_LOOPS(gt);
+static loop_table ge_loops = ALL_LOOPS(ge);
+static loop_table logical_and_loops = {[EV_BOOL] = logical_and_bool};
+static loop_table logical_or_loops = {[EV_BOOL] = logical_or_bool};
+static loop_table logical_xor_loops = {[EV_BOOL] = logical_xor_bool};
+static loop_table bitwise_and_loops = BIT_LOOPS_TABLE(bitwise_and);
+static loop_table bitwise_or_loops = BIT_LOOPS_TABLE(bitwise_or);
+static loop_table bitwise_xor_loops = BIT_LOOPS_TABLE(bitwise_xor);
+static loop_table bitwise_left_shift_loops = INT_LOOPS(bitwise_left_shift);
+static loop_table bitwise_right_shift_loops = INT_LOOPS(bitwise_right_shift);
+
+typedef struct binop {
+    const char *name, *name_; /* instruction names; name_ NULL: no in-place form */
+    ev_op_rule rule;
+    const ev__loop_fn *loops;
+} binop;
+
 static const binop binops[EV_BINARY_OP_COUNT] = {
-    [EV_OP_ADD] = {"add", "add_", K_ARITH, ALL_LOOPS(add)},
-    [EV_OP_SUB] = {"sub", "sub_", K_ARITH, NUM_LOOPS(sub)},
-    [EV_OP_MUL] = {"mul", "mul_", K_ARITH, ALL_LOOPS(mul)},
-    [EV_OP_DIV] = {"div", "div_", K_TRUEDIV, FLT_LOOPS(div)},
-    [EV_OP_FLOOR_DIVIDE] = {"floor_divide", "floor_divide_", K_INTLIKE, NUM_LOOPS(floor_divide)},
-    [EV_OP_REMAINDER] = {"remainder", "remainder_", K_INTLIKE, NUM_LOOPS(remainder)},
-    [EV_OP_POW] = {"pow", "pow_", K_INTLIKE, NUM_LOOPS(pow)},
-    [EV_OP_MAXIMUM] = {"maximum", "maximum_", K_ARITH, ALL_LOOPS(maximum)},
-    [EV_OP_MINIMUM] = {"minimum", "minimum_", K_ARITH, ALL_LOOPS(minimum)},
-    [EV_OP_EQ] = {"eq", "eq_", K_COMPARE, ALL_LOOPS(eq)},
-    [EV_OP_NE] = {"ne", "ne_", K_COMPARE, ALL_LOOPS(ne)},
-    [EV_OP_LT] = {"lt", "lt_", K_COMPARE, ALL_LOOPS(lt)},
-    [EV_OP_LE] = {"le", "le_", K_COMPARE, ALL_LOOPS(le)},
-    [EV_OP_GT] = {"gt", "gt_", K_COMPARE, ALL_LOOPS(gt)},
-    [EV_OP_GE] = {"ge", "ge_", K_COMPARE, ALL_LOOPS(ge)},
-    [EV_OP_LOGICAL_AND] = {"logical_and", "logical_and_", K_LOGICAL, {logical_and_bool}},
-    [EV_OP_LOGICAL_OR] = {"logical_or", "logical_or_", K_LOGICAL, {logical_or_bool}},
-    [EV_OP_LOGICAL_XOR] = {"logical_xor", "logical_xor_", K_LOGICAL, {logical_xor_bool}},
+#define EV_BINARY(ID, name, rule, inplace, ...) \
+    [EV_OP_##ID] = {#name, EV__INPLACE_NAME_##inplace(name), EV_RULE_##rule, name##_loops},
+#include "eagervm/ops.def"
 };
 
 const char *ev_binary_op_name(int op)
@@ -310,21 +339,27 @@ static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *l
     if (r == EV_DTYPE_COUNT) {
         return ev__set_message(EV_ETYPE, "%s: invalid dtype (%d, %d)", name, (int)a, (int)b);
     }
+    if ((bo->rule == EV_RULE_BITWISE || bo->rule == EV_RULE_SHIFT) && ev_dtype_is_float(r)) {
+        return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s (bool and "
+                               "integer tensors only)", name, ev_dtype_name(a),
+                               ev_dtype_name(b));
+    }
     ev_dtype c;
-    switch (bo->kind) {
-    case K_INTLIKE:
+    switch (bo->rule) {
+    case EV_RULE_INTLIKE:
+    case EV_RULE_SHIFT:
         c = r == EV_BOOL ? ev__smallest_int() : r;
         r = c;
         break;
-    case K_TRUEDIV:
+    case EV_RULE_FLOAT:
         c = ev_dtype_is_float(r) ? r : EV_FLOAT64;
         r = c;
         break;
-    case K_COMPARE:
+    case EV_RULE_COMPARE:
         c = r;
         r = EV_BOOL;
         break;
-    case K_LOGICAL:
+    case EV_RULE_LOGICAL:
         c = EV_BOOL;
         r = EV_BOOL;
         break;
@@ -338,6 +373,9 @@ static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *l
         if (op == EV_OP_SUB && c == EV_BOOL) {
             return ev__set_message(EV_ETYPE, "%s: subtracting bool tensors is not supported "
                                    "(as in NumPy); use logical_xor instead", name);
+        }
+        if (bo->rule == EV_RULE_NUMERIC && c == EV_BOOL) {
+            return ev__set_message(EV_ETYPE, "%s: not supported for bool tensors", name);
         }
         return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s", name,
                                ev_dtype_name(a), ev_dtype_name(b));
@@ -364,6 +402,9 @@ static int binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inp
     if (op < 0 || op >= EV_BINARY_OP_COUNT) {
         return ev__set_message(EV_EINVAL, "binary op %d does not exist", op);
     }
+    if (inplace && !binops[op].name_) {
+        return ev__set_message(EV_EINVAL, "%s has no in-place form", binops[op].name);
+    }
     const char *name = inplace ? binops[op].name_ : binops[op].name;
     int rc;
     if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "a", a)) ||
@@ -379,7 +420,8 @@ static int binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inp
     if (rc) {
         return rc;
     }
-    ev_dtype lout = binops[op].kind == K_COMPARE || binops[op].kind == K_LOGICAL ? EV_BOOL : lin;
+    ev_op_rule rule = binops[op].rule;
+    ev_dtype lout = rule == EV_RULE_COMPARE || rule == EV_RULE_LOGICAL ? EV_BOOL : lin;
     return ev__binary_issue(ex, name, a, b, res, lin, lout, loop, inplace, out);
 }
 
@@ -393,14 +435,12 @@ int ev_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
     return binary(ex, op, a, b, 1, NULL);
 }
 
-#define EV_BINARY_DEF(id, name)                                                  \
-    int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out) \
-    {                                                                            \
-        return binary(ex, EV_OP_##id, a, b, 0, out);                             \
-    }                                                                            \
-    int ev_##name##_(const ev_exec *ex, ev_tensor *a, ev_tensor *b)              \
-    {                                                                            \
-        return binary(ex, EV_OP_##id, a, b, 1, NULL);                            \
-    }
-EV_BINARY_OP_MAP(EV_BINARY_DEF)
-#undef EV_BINARY_DEF
+#define EV_BINARY(ID, name, rule, inplace, ...)                                      \
+    int ev_##name(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)     \
+    {                                                                                \
+        return binary(ex, EV_OP_##ID, a, b, 0, out);                                 \
+    }                                                                                \
+    EV__DECL_INPLACE_##inplace(int ev_##name##_(const ev_exec *ex, ev_tensor *a,      \
+                                                ev_tensor *b)                         \
+                               { return binary(ex, EV_OP_##ID, a, b, 1, NULL); })
+#include "eagervm/ops.def"

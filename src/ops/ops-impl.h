@@ -20,6 +20,10 @@
 #define EV__SIMD_CLONES
 #endif
 
+/* The instruction name of an op table row's in-place form, or NULL. */
+#define EV__INPLACE_NAME_INPLACE(name) #name "_"
+#define EV__INPLACE_NAME_OUT_OF_PLACE(name) NULL
+
 /* Loop failure codes left in ev__loop_ctx.err. */
 enum { EV__LOOP_OK = 0, EV__LOOP_NEG_INT_POW = 1 };
 

@@ -155,6 +155,10 @@ UN_FLOAT(gelu, 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)),
          0.5 * x * (1.0 + erf(x * M_SQRT1_2)))
 /* The input was converted to bool (0 or 1) on the way in. */
 UN_LOOP(logical_not_bool, uint8_t, uint8_t, x ^ 1)
+/* Bitwise not: ~x for integers, logical not for bool (0 or 1 stored). */
+UN_LOOP(bitwise_not_bool, uint8_t, uint8_t, x ^ 1u)
+UN_LOOP(bitwise_not_int32, int32_t, int32_t, ~x)
+UN_LOOP(bitwise_not_int64, int64_t, int64_t, ~x)
 
 /* Clamp: bounds in ctx (f0/f1 for floats, i0/i1 for integers). Lower bound
  * first, then upper, so min > max gives max as numpy.clip; NaN compares
@@ -172,37 +176,44 @@ UN_LOOP(clamp_float64, double, double,
 
 /* --------------------------------------------------------------- op table */
 
-enum {
-    K_SAME,    /* result and compute in the input's dtype */
-    K_FLOAT,   /* result and compute in ev_dtype_to_float(input) */
-    K_LOGICAL, /* compute in bool, return bool */
-};
-
-typedef struct unop {
-    const char *name, *name_;
-    int kind;
-    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by compute dtype; NULL: unsupported */
-} unop;
-
-#define NUM(op) {NULL, op##_int32, op##_int64, op##_float32, op##_float64}
-#define FLT(op) {NULL, NULL, NULL, op##_float32, op##_float64}
+/* Each op's loops by compute dtype (NULL: not supported), found by the op
+ * table under the op's name. */
+#define NUM(op) \
+    {[EV_INT32] = op##_int32, [EV_INT64] = op##_int64, [EV_FLOAT32] = op##_float32, \
+     [EV_FLOAT64] = op##_float64}
+#define FLT(op) {[EV_FLOAT32] = op##_float32, [EV_FLOAT64] = op##_float64}
 _Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its loops in unary.c");
 
+typedef const ev__loop_fn loop_table[EV_DTYPE_COUNT];
+static loop_table neg_loops = NUM(neg);
+static loop_table abs_loops = {[EV_BOOL] = abs_bool, [EV_INT32] = abs_int32,
+                               [EV_INT64] = abs_int64, [EV_FLOAT32] = abs_float32,
+                               [EV_FLOAT64] = abs_float64};
+static loop_table exp_loops = FLT(exp);
+static loop_table log_loops = FLT(log);
+static loop_table sqrt_loops = FLT(sqrt);
+static loop_table rsqrt_loops = FLT(rsqrt);
+static loop_table sin_loops = FLT(sin);
+static loop_table cos_loops = FLT(cos);
+static loop_table tanh_loops = FLT(tanh);
+static loop_table sigmoid_loops = FLT(sigmoid);
+static loop_table relu_loops = NUM(relu);
+static loop_table gelu_loops = FLT(gelu);
+static loop_table logical_not_loops = {[EV_BOOL] = logical_not_bool};
+static loop_table bitwise_not_loops = {[EV_BOOL] = bitwise_not_bool,
+                                       [EV_INT32] = bitwise_not_int32,
+                                       [EV_INT64] = bitwise_not_int64};
+
+typedef struct unop {
+    const char *name, *name_; /* instruction names; name_ NULL: no in-place form */
+    ev_op_rule rule;
+    const ev__loop_fn *loops;
+} unop;
+
 static const unop unops[EV_UNARY_OP_COUNT] = {
-    [EV_OP_NEG] = {"neg", "neg_", K_SAME, NUM(neg)},
-    [EV_OP_ABS] = {"abs", "abs_", K_SAME, {abs_bool, abs_int32, abs_int64, abs_float32,
-                                           abs_float64}},
-    [EV_OP_EXP] = {"exp", "exp_", K_FLOAT, FLT(exp)},
-    [EV_OP_LOG] = {"log", "log_", K_FLOAT, FLT(log)},
-    [EV_OP_SQRT] = {"sqrt", "sqrt_", K_FLOAT, FLT(sqrt)},
-    [EV_OP_RSQRT] = {"rsqrt", "rsqrt_", K_FLOAT, FLT(rsqrt)},
-    [EV_OP_SIN] = {"sin", "sin_", K_FLOAT, FLT(sin)},
-    [EV_OP_COS] = {"cos", "cos_", K_FLOAT, FLT(cos)},
-    [EV_OP_TANH] = {"tanh", "tanh_", K_FLOAT, FLT(tanh)},
-    [EV_OP_SIGMOID] = {"sigmoid", "sigmoid_", K_FLOAT, FLT(sigmoid)},
-    [EV_OP_RELU] = {"relu", "relu_", K_SAME, NUM(relu)},
-    [EV_OP_GELU] = {"gelu", "gelu_", K_FLOAT, FLT(gelu)},
-    [EV_OP_LOGICAL_NOT] = {"logical_not", "logical_not_", K_LOGICAL, {logical_not_bool}},
+#define EV_UNARY(ID, name, rule, inplace, ...) \
+    [EV_OP_##ID] = {#name, EV__INPLACE_NAME_##inplace(name), EV_RULE_##rule, name##_loops},
+#include "eagervm/ops.def"
 };
 
 const char *ev_unary_op_name(int op)
@@ -217,9 +228,15 @@ static int resolve(int op, const char *name, ev_dtype x, ev_dtype *loop_dt, ev_d
     if (!ev_dtype_get_info(x)) {
         return ev__set_message(EV_ETYPE, "%s: invalid dtype %d", name, (int)x);
     }
-    ev_dtype r = uo->kind == K_FLOAT ? ev_dtype_to_float(x) : uo->kind == K_LOGICAL ? EV_BOOL : x;
-    ev_dtype c = uo->kind == K_LOGICAL ? EV_BOOL : ev_dtype_get_info(r)->compute;
+    ev_dtype r = uo->rule == EV_RULE_FLOAT ? ev_dtype_to_float(x)
+                 : uo->rule == EV_RULE_LOGICAL ? EV_BOOL
+                                               : x;
+    ev_dtype c = uo->rule == EV_RULE_LOGICAL ? EV_BOOL : ev_dtype_get_info(r)->compute;
     if (!uo->loops[c]) {
+        if (uo->rule == EV_RULE_BITWISE) {
+            return ev__set_message(EV_ETYPE, "%s: not supported for dtype %s (bool and integer "
+                                   "tensors only)", name, ev_dtype_name(x));
+        }
         return ev__set_message(EV_ETYPE, "%s: not supported for dtype %s", name,
                                ev_dtype_name(x));
     }
@@ -280,6 +297,9 @@ static int unary(const ev_exec *ex, int op, ev_tensor *x, int inplace, ev_tensor
     if (op < 0 || op >= EV_UNARY_OP_COUNT) {
         return ev__set_message(EV_EINVAL, "unary op %d does not exist", op);
     }
+    if (inplace && !unops[op].name_) {
+        return ev__set_message(EV_EINVAL, "%s has no in-place form", unops[op].name);
+    }
     const char *name = inplace ? unops[op].name_ : unops[op].name;
     int rc;
     if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "x", x))) {
@@ -306,23 +326,18 @@ int ev_unary_(const ev_exec *ex, int op, ev_tensor *x)
     return unary(ex, op, x, 1, NULL);
 }
 
-#define EV_UNARY_DEF(id, name)                                          \
-    int ev_##name(const ev_exec *ex, ev_tensor *x, ev_tensor **out)     \
-    {                                                                   \
-        return unary(ex, EV_OP_##id, x, 0, out);                        \
-    }                                                                   \
-    int ev_##name##_(const ev_exec *ex, ev_tensor *x)                   \
-    {                                                                   \
-        return unary(ex, EV_OP_##id, x, 1, NULL);                       \
-    }
-EV_UNARY_OP_MAP(EV_UNARY_DEF)
-#undef EV_UNARY_DEF
+#define EV_UNARY(ID, name, rule, inplace, ...)                                   \
+    int ev_##name(const ev_exec *ex, ev_tensor *x, ev_tensor **out)              \
+    {                                                                            \
+        return unary(ex, EV_OP_##ID, x, 0, out);                                 \
+    }                                                                            \
+    EV__DECL_INPLACE_##inplace(int ev_##name##_(const ev_exec *ex, ev_tensor *x) \
+                               { return unary(ex, EV_OP_##ID, x, 1, NULL); })
+#include "eagervm/ops.def"
 
 /* ------------------------------------------------------------------ clamp */
 
-static const ev__loop_fn clamp_loops[EV_DTYPE_COUNT] = {
-    NULL, clamp_int32, clamp_int64, clamp_float32, clamp_float64,
-};
+static loop_table clamp_loops = NUM(clamp);
 
 static int clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *lo, const ev_scalar *hi,
                  int inplace, ev_tensor **out)

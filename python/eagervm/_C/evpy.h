@@ -132,8 +132,14 @@ void evpy_wait_atfork_child(void);
 
 extern PyMethodDef evpy_op_methods[];      /* module-level op functions */
 extern PyMethodDef evpy_tensor_op_methods[]; /* the same ops as Tensor methods */
-extern PyType_Slot evpy_tensor_op_slots[];   /* operators, from ops.c */
-PyObject *evpy_tensor_richcompare(PyObject *a, PyObject *b, int op);
+extern PyType_Slot evpy_tensor_op_slots[];   /* @ and unary +, from ops.c */
+
+/* elementwise.c: every op of the op table (include/eagervm/ops.def) as
+ * functions (with the NumPy aliases and _op_table), as Tensor methods, and
+ * as operators. */
+extern PyMethodDef evpy_elementwise_methods[];
+extern PyMethodDef evpy_tensor_elementwise_methods[];
+extern PyType_Slot evpy_tensor_elementwise_slots[];
 
 /* Binary op on Python operands (Tensors or scalars), used by operators. */
 PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b);
@@ -143,7 +149,7 @@ int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out
 
 int evpy_asyncs_init_types(PyObject *module, evpy_state *st);
 
-/* ops_more.c: more ops, bitwise operators, index tensors, export protocols.
+/* ops_more.c: more ops, index tensors, export protocols.
  * evpy_more_init adds the Generator type and the functions to the module;
  * the Tensor methods and slots are merged into the Tensor type (a slot there
  * replaces one of the same id). */

@@ -407,6 +407,7 @@ static int module_exec(PyObject *m)
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_op_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_elementwise_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_profile_methods) < 0) {
         return -1;

@@ -253,145 +253,6 @@ int evpy_operand_like(PyObject *obj)
            PyTuple_Check(obj) || PyObject_CheckBuffer(obj);
 }
 
-/* ------------------------------------------------------------------ binary */
-
-PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b)
-{
-    ev_tensor *ta = NULL, *tb = NULL;
-    int own_a = 0, own_b = 0;
-    PyObject *res = NULL;
-    /* The tensor side decides a scalar's dtype, so convert it first. */
-    if (evpy_tensor_check(a) || !evpy_tensor_check(b)) {
-        if (evpy_operand(st, a, NULL, &ta, &own_a) != 0 ||
-            evpy_operand(st, b, ta, &tb, &own_b) != 0) {
-            goto done;
-        }
-    } else if (evpy_operand(st, b, NULL, &tb, &own_b) != 0 ||
-               evpy_operand(st, a, tb, &ta, &own_a) != 0) {
-        goto done;
-    }
-    ev_exec ex;
-    if (evpy_exec(&ex) != 0) {
-        goto done;
-    }
-    ev_tensor *out;
-    int rc = ev_binary(&ex, op, ta, tb, &out);
-    res = evpy_finish(st, rc, out);
-done:
-    if (own_a) {
-        ev_tensor_unref(ta);
-    }
-    if (own_b) {
-        ev_tensor_unref(tb);
-    }
-    return res;
-}
-
-/* a op= b in place; returns a new reference to self. */
-static PyObject *binary_inplace(evpy_state *st, int op, PyObject *self, PyObject *b)
-{
-    ev_tensor *ta = evpy_tensor_get(self), *tb;
-    int own_b;
-    if (!ta || evpy_operand(st, b, ta, &tb, &own_b) != 0) {
-        return NULL;
-    }
-    ev_exec ex;
-    int rc = evpy_exec(&ex) == 0 ? ev_binary_(&ex, op, ta, tb) : 1;
-    if (own_b) {
-        ev_tensor_unref(tb);
-    }
-    if (rc == 1) {
-        return NULL;
-    }
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    if (evpy_maybe_sync(ta) != 0) {
-        return NULL;
-    }
-    return Py_NewRef(self);
-}
-
-
-static const char *binary_name(int op)
-{
-    return ev_binary_op_name(op);
-}
-
-static PyObject *binary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
-{
-    static const char *const names[] = {"input", "other", NULL};
-    PyObject *a[2];
-    if (evpy_parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
-        return NULL;
-    }
-    return evpy_binary(st, op, a[0], a[1]);
-}
-
-static PyObject *binary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
-                                   Py_ssize_t nargs, PyObject *kwnames)
-{
-    static const char *const names[] = {"input", "other", NULL};
-    PyObject *a[2];
-    if (evpy_parse_args(binary_name(op), args, nargs, kwnames, names, 2, 2, a) != 0 ||
-        !evpy_need_tensor(binary_name(op), a[0])) {
-        return NULL;
-    }
-    return binary_inplace(st, op, a[0], a[1]);
-}
-
-/* ------------------------------------------------------------------- unary */
-
-static PyObject *unary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
-{
-    static const char *const names[] = {"input", NULL};
-    PyObject *a[1];
-    const char *fn = ev_unary_op_name(op);
-    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0) {
-        return NULL;
-    }
-    ev_tensor *x;
-    int own;
-    if (evpy_operand(st, a[0], NULL, &x, &own) != 0) {
-        return NULL;
-    }
-    ev_exec ex;
-    PyObject *res = NULL;
-    if (evpy_exec(&ex) == 0) {
-        ev_tensor *out;
-        int rc = ev_unary(&ex, op, x, &out);
-        res = evpy_finish(st, rc, out);
-    }
-    if (own) {
-        ev_tensor_unref(x);
-    }
-    return res;
-}
-
-static PyObject *unary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
-                                  Py_ssize_t nargs, PyObject *kwnames)
-{
-    static const char *const names[] = {"input", NULL};
-    PyObject *a[1];
-    const char *fn = ev_unary_op_name(op);
-    ev_tensor *x;
-    ev_exec ex;
-    if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
-        return NULL;
-    }
-    int rc = ev_unary_(&ex, op, x);
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    if (evpy_maybe_sync(x) != 0) {
-        return NULL;
-    }
-    return Py_NewRef(a[0]);
-}
-
 /* clamp(input, min=None, max=None) and clamp_ (code 1). */
 static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames)
@@ -990,15 +851,8 @@ PyObject *evpy_call_method(evpy_impl_fn impl, int code, PyObject *self, PyObject
 }
 
 
-/* Ops bound as both a function and a method. */
-#define BINARY_BOTH(id, name) EVPY_BOTH(name, binary_fn, EV_OP_##id)
-EV_BINARY_OP_MAP(BINARY_BOTH)
-#define BINARY_INPLACE(id, name) EVPY_METH(name##_, binary_inplace_fn, EV_OP_##id)
-EV_BINARY_OP_MAP(BINARY_INPLACE)
-#define UNARY_BOTH(id, name) EVPY_BOTH(name, unary_fn, EV_OP_##id)
-EV_UNARY_OP_MAP(UNARY_BOTH)
-#define UNARY_INPLACE(id, name) EVPY_METH(name##_, unary_inplace_fn, EV_OP_##id)
-EV_UNARY_OP_MAP(UNARY_INPLACE)
+/* Ops bound as both a function and a method (the elementwise ones come
+ * from the op table, in elementwise.c). */
 #define REDUCE_BOTH(id, name) EVPY_BOTH(name, reduce_fn, EV_REDUCE_##id)
 EV_REDUCE_OP_MAP(REDUCE_BOTH)
 
@@ -1040,22 +894,12 @@ EVPY_FN(linspace, linspace_fn, 0)
 EVPY_FN(eye, eye_fn, 0)
 
 /* NumPy spellings of the same functions. */
-EVPY_FN(subtract, binary_fn, EV_OP_SUB)
-EVPY_FN(multiply, binary_fn, EV_OP_MUL)
-EVPY_FN(divide, binary_fn, EV_OP_DIV)
-EVPY_FN(true_divide, binary_fn, EV_OP_DIV)
-EVPY_FN(negative, unary_fn, EV_OP_NEG)
 EVPY_FN(clip, clamp_fn, 0)
-EVPY_FN(power, binary_fn, EV_OP_POW)
 
-#define BINARY_FN_ENTRY(id, name) EVPY_FN_ENTRY(name, "Elementwise " #name " with broadcasting.")
-#define UNARY_FN_ENTRY(id, name) EVPY_FN_ENTRY(name, "Elementwise " #name ".")
 #define REDUCE_FN_ENTRY(id, name) \
     EVPY_FN_ENTRY(name, #name "(input, dim=None, keepdim=False): reduces over dim (all if None).")
 
 PyMethodDef evpy_op_methods[] = {
-    EV_BINARY_OP_MAP(BINARY_FN_ENTRY)
-    EV_UNARY_OP_MAP(UNARY_FN_ENTRY)
     EV_REDUCE_OP_MAP(REDUCE_FN_ENTRY)
     EVPY_FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
     EVPY_FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
@@ -1092,22 +936,12 @@ PyMethodDef evpy_op_methods[] = {
     EVPY_FN_ENTRY(arange, "arange(start, end=None, step=1, dtype=None)")
     EVPY_FN_ENTRY(linspace, "linspace(start, end, steps, dtype=float32)")
     EVPY_FN_ENTRY(eye, "eye(n, m=None, dtype=float32)")
-    EVPY_FN_ENTRY(subtract, "alias of sub")
-    EVPY_FN_ENTRY(multiply, "alias of mul")
-    EVPY_FN_ENTRY(divide, "alias of div")
-    EVPY_FN_ENTRY(true_divide, "alias of div")
-    EVPY_FN_ENTRY(negative, "alias of neg")
-    EVPY_FN_ENTRY(power, "alias of pow")
     {NULL},
 };
 
-#define BINARY_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL) EVPY_METH_ENTRY(name##_, NULL)
-#define UNARY_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL) EVPY_METH_ENTRY(name##_, NULL)
 #define REDUCE_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL)
 
 PyMethodDef evpy_tensor_op_methods[] = {
-    EV_BINARY_OP_MAP(BINARY_METH_ENTRY)
-    EV_UNARY_OP_MAP(UNARY_METH_ENTRY)
     EV_REDUCE_OP_MAP(REDUCE_METH_ENTRY)
     EVPY_METH_ENTRY(clamp, NULL)
     EVPY_METH_ENTRY(clamp_, NULL)
@@ -1141,87 +975,6 @@ evpy_state *evpy_state_of_pair(PyObject *a, PyObject *b)
     return evpy_state_of_type(Py_TYPE(evpy_tensor_check(a) ? a : b));
 }
 
-#define BINOP(slot, op)                                                  \
-    static PyObject *nb_##slot(PyObject *a, PyObject *b)                 \
-    {                                                                    \
-        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                      \
-            Py_RETURN_NOTIMPLEMENTED;                                    \
-        }                                                                \
-        return evpy_binary(evpy_state_of_pair(a, b), op, a, b);               \
-    }                                                                    \
-    static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)         \
-    {                                                                    \
-        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                 \
-            Py_RETURN_NOTIMPLEMENTED;                                    \
-        }                                                                \
-        return binary_inplace(evpy_state_of_pair(a, b), op, a, b);            \
-    }
-
-BINOP(add, EV_OP_ADD)
-BINOP(subtract, EV_OP_SUB)
-BINOP(multiply, EV_OP_MUL)
-BINOP(true_divide, EV_OP_DIV)
-BINOP(floor_divide, EV_OP_FLOOR_DIVIDE)
-BINOP(remainder, EV_OP_REMAINDER)
-
-/* & | ^ are the logical ops on bool tensors; the bitwise integer ops are not
- * in the C op set yet. */
-static int is_bool_operand(PyObject *o)
-{
-    return evpy_tensor_check(o) ? ev_tensor_dtype(EvTensor_CAST(o)->t) == EV_BOOL
-                                : PyBool_Check(o);
-}
-
-#define LOGICOP(slot, op)                                                                   \
-    static PyObject *nb_##slot(PyObject *a, PyObject *b)                                    \
-    {                                                                                       \
-        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                                         \
-            Py_RETURN_NOTIMPLEMENTED;                                                       \
-        }                                                                                   \
-        if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
-            PyErr_SetString(PyExc_TypeError, #slot " is only supported on bool tensors "    \
-                                                   "(bitwise integer ops are not yet in "   \
-                                                   "eagervm)");                             \
-            return NULL;                                                                    \
-        }                                                                                   \
-        return evpy_binary(evpy_state_of_pair(a, b), op, a, b);                                  \
-    }                                                                                       \
-    static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)                            \
-    {                                                                                       \
-        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                                    \
-            Py_RETURN_NOTIMPLEMENTED;                                                       \
-        }                                                                                   \
-        if (!is_bool_operand(a) || !is_bool_operand(b)) {                                   \
-            PyErr_SetString(PyExc_TypeError, #slot " is only supported on bool tensors");   \
-            return NULL;                                                                    \
-        }                                                                                   \
-        return binary_inplace(evpy_state_of_pair(a, b), op, a, b);                               \
-    }
-
-LOGICOP(and, EV_OP_LOGICAL_AND)
-LOGICOP(or, EV_OP_LOGICAL_OR)
-LOGICOP(xor, EV_OP_LOGICAL_XOR)
-
-static PyObject *nb_power(PyObject *a, PyObject *b, PyObject *mod)
-{
-    if (mod != Py_None) {
-        PyErr_SetString(PyExc_TypeError, "pow() with a modulus is not supported");
-        return NULL;
-    }
-    if (!evpy_operand_like(a) || !evpy_operand_like(b)) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    return evpy_binary(evpy_state_of_pair(a, b), EV_OP_POW, a, b);
-}
-
-static PyObject *nb_inplace_power(PyObject *a, PyObject *b, PyObject *mod)
-{
-    if (mod != Py_None || !evpy_tensor_check(a) || !evpy_operand_like(b)) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    return binary_inplace(evpy_state_of_pair(a, b), EV_OP_POW, a, b);
-}
-
 static PyObject *nb_matmul(PyObject *a, PyObject *b)
 {
     if (!evpy_operand_like(a) || !evpy_operand_like(b)) {
@@ -1230,75 +983,13 @@ static PyObject *nb_matmul(PyObject *a, PyObject *b)
     return matmul_objs(evpy_state_of_pair(a, b), a, b);
 }
 
-static PyObject *unary_obj(PyObject *self, int op)
-{
-    PyObject *args[1] = {self};
-    return unary_fn(evpy_state_of_type(Py_TYPE(self)), op, args, 1, NULL);
-}
-
-static PyObject *nb_negative(PyObject *self)
-{
-    return unary_obj(self, EV_OP_NEG);
-}
-
-static PyObject *nb_absolute(PyObject *self)
-{
-    return unary_obj(self, EV_OP_ABS);
-}
-
 static PyObject *nb_positive(PyObject *self)
 {
     return Py_NewRef(self);
 }
 
-static PyObject *nb_invert(PyObject *self)
-{
-    if (ev_tensor_dtype(EvTensor_CAST(self)->t) != EV_BOOL) {
-        PyErr_SetString(PyExc_TypeError, "~ is only supported on bool tensors (bitwise "
-                                         "integer ops are not yet in eagervm)");
-        return NULL;
-    }
-    return unary_obj(self, EV_OP_LOGICAL_NOT);
-}
-
-PyObject *evpy_tensor_richcompare(PyObject *a, PyObject *b, int op)
-{
-    if (!evpy_operand_like(b)) {
-        Py_RETURN_NOTIMPLEMENTED;
-    }
-    static const int map[] = {
-        [Py_LT] = EV_OP_LT, [Py_LE] = EV_OP_LE, [Py_EQ] = EV_OP_EQ,
-        [Py_NE] = EV_OP_NE, [Py_GT] = EV_OP_GT, [Py_GE] = EV_OP_GE,
-    };
-    return evpy_binary(evpy_state_of_pair(a, b), map[op], a, b);
-}
-
 PyType_Slot evpy_tensor_op_slots[] = {
-    {Py_nb_add, nb_add},
-    {Py_nb_subtract, nb_subtract},
-    {Py_nb_multiply, nb_multiply},
-    {Py_nb_true_divide, nb_true_divide},
-    {Py_nb_floor_divide, nb_floor_divide},
-    {Py_nb_remainder, nb_remainder},
-    {Py_nb_power, nb_power},
-    {Py_nb_and, nb_and},
-    {Py_nb_or, nb_or},
-    {Py_nb_xor, nb_xor},
     {Py_nb_matrix_multiply, nb_matmul},
-    {Py_nb_inplace_add, nb_inplace_add},
-    {Py_nb_inplace_subtract, nb_inplace_subtract},
-    {Py_nb_inplace_multiply, nb_inplace_multiply},
-    {Py_nb_inplace_true_divide, nb_inplace_true_divide},
-    {Py_nb_inplace_floor_divide, nb_inplace_floor_divide},
-    {Py_nb_inplace_remainder, nb_inplace_remainder},
-    {Py_nb_inplace_power, nb_inplace_power},
-    {Py_nb_inplace_and, nb_inplace_and},
-    {Py_nb_inplace_or, nb_inplace_or},
-    {Py_nb_inplace_xor, nb_inplace_xor},
-    {Py_nb_negative, nb_negative},
     {Py_nb_positive, nb_positive},
-    {Py_nb_absolute, nb_absolute},
-    {Py_nb_invert, nb_invert},
-    {Py_tp_richcompare, evpy_tensor_richcompare},
     {0, NULL},
 };

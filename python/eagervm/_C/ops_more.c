@@ -1,12 +1,11 @@
 /* More ops for Python, bound from ops.h functions that ops.c does not bind:
  * where, cat, stack, index_select, gather, take, scatter_add; one_hot and
  * cross_entropy; random numbers (randperm included) with eagervm.manual_seed
- * and eagervm.Generator; the bitwise ops and their operators; indexing with
- * index tensors and boolean masks; and the export protocols (the buffer
- * protocol, __dlpack__, from_dlpack).
+ * and eagervm.Generator; indexing with index tensors and boolean masks; and
+ * the export protocols (the buffer protocol, __dlpack__, from_dlpack).
  *
  * Tensor methods and slots defined here are merged into the Tensor type by
- * evpy_tensor_init_type (a slot here replaces one of the same id). */
+ * evpy_tensor_init_type. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -542,109 +541,6 @@ static PyObject *py_manual_seed(PyObject *mod, PyObject *seed)
     }
     ev_generator_manual_seed(NULL, s);
     return Py_NewRef(st->default_generator);
-}
-
-/* ----------------------------------------------------------------- bitwise */
-
-#define BW_INPLACE 0x100
-#define BW_NOT EV_BITWISE_OP_COUNT
-
-static PyObject *bitwise_objs(evpy_state *st, int code, PyObject *a, PyObject *b)
-{
-    int op = code & 0xff, inplace = (code & BW_INPLACE) != 0;
-    const char *fn = ev_bitwise_op_name(op);
-    ev_exec ex;
-    if (inplace) {
-        ev_tensor *x = evpy_need_tensor(fn, a);
-        operand ob = {NULL, 0};
-        if (!x || evpy_operand(st, b, x, &ob.t, &ob.own) != 0) {
-            return NULL;
-        }
-        int rc = evpy_exec(&ex) != 0 ? -1 : ev_bitwise_(&ex, op, x, ob.t);
-        op_release(&ob);
-        if (rc) {
-            return rc == -1 && PyErr_Occurred() ? NULL : evpy_raise(rc);
-        }
-        return evpy_maybe_sync(x) ? NULL : Py_NewRef(a);
-    }
-    operand oa, ob;
-    if (operand_pair(st, a, b, &oa, &ob) != 0) {
-        return NULL;
-    }
-    PyObject *res = NULL;
-    if (evpy_exec(&ex) == 0) {
-        ev_tensor *out;
-        int rc = ev_bitwise(&ex, op, oa.t, ob.t, &out);
-        res = evpy_finish(st, rc, out);
-    }
-    op_release(&oa);
-    op_release(&ob);
-    return res;
-}
-
-static PyObject *bitwise_not_obj(evpy_state *st, int inplace, PyObject *a)
-{
-    ev_tensor *x = evpy_need_tensor(inplace ? "bitwise_not_" : "bitwise_not", a);
-    ev_exec ex;
-    if (!x || evpy_exec(&ex) != 0) {
-        return NULL;
-    }
-    if (inplace) {
-        int rc = ev_bitwise_not_(&ex, x);
-        if (rc) {
-            return evpy_raise(rc);
-        }
-        return evpy_maybe_sync(x) ? NULL : Py_NewRef(a);
-    }
-    ev_tensor *out;
-    int rc = ev_bitwise_not(&ex, x, &out);
-    return evpy_finish(st, rc, out);
-}
-
-static PyObject *bitwise_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    static const char *const names[] = {"input", "other", NULL};
-    int op = code & 0xff;
-    PyObject *a[2];
-    if (op == BW_NOT) {
-        static const char *const nn[] = {"input", NULL};
-        if (evpy_parse_args("bitwise_not", args, nargs, kwnames, nn, 1, 1, a) != 0) {
-            return NULL;
-        }
-        return bitwise_not_obj(st, (code & BW_INPLACE) != 0, a[0]);
-    }
-    if (evpy_parse_args(ev_bitwise_op_name(op), args, nargs, kwnames, names, 2, 2, a) != 0) {
-        return NULL;
-    }
-    return bitwise_objs(st, code, a[0], a[1]);
-}
-
-#define BITOP(slot, op)                                                  \
-    static PyObject *nb_##slot(PyObject *a, PyObject *b)                 \
-    {                                                                    \
-        if (!evpy_operand_like(a) || !evpy_operand_like(b)) {                      \
-            Py_RETURN_NOTIMPLEMENTED;                                    \
-        }                                                                \
-        return bitwise_objs(evpy_state_of_pair(a, b), op, a, b);              \
-    }                                                                    \
-    static PyObject *nb_inplace_##slot(PyObject *a, PyObject *b)         \
-    {                                                                    \
-        if (!evpy_tensor_check(a) || !evpy_operand_like(b)) {                 \
-            Py_RETURN_NOTIMPLEMENTED;                                    \
-        }                                                                \
-        return bitwise_objs(evpy_state_of_pair(a, b), (op) | BW_INPLACE, a, b); \
-    }
-
-BITOP(and, EV_BITWISE_AND)
-BITOP(or, EV_BITWISE_OR)
-BITOP(xor, EV_BITWISE_XOR)
-BITOP(lshift, EV_BITWISE_LEFT_SHIFT)
-BITOP(rshift, EV_BITWISE_RIGHT_SHIFT)
-
-static PyObject *nb_invert(PyObject *self)
-{
-    return bitwise_not_obj(evpy_state_of_type(Py_TYPE(self)), 0, self);
 }
 
 /* ---------------------------------------------------------------- indexing
@@ -1685,18 +1581,6 @@ EVPY_FN(from_dlpack, from_dlpack_fn, 0)
 EVPY_FN(one_hot, one_hot_fn, 0)
 EVPY_FN(cross_entropy, cross_entropy_fn, 0)
 EVPY_FN(randperm, randperm_fn, 0)
-EVPY_BOTH(bitwise_and, bitwise_fn, EV_BITWISE_AND)
-EVPY_BOTH(bitwise_or, bitwise_fn, EV_BITWISE_OR)
-EVPY_BOTH(bitwise_xor, bitwise_fn, EV_BITWISE_XOR)
-EVPY_BOTH(bitwise_left_shift, bitwise_fn, EV_BITWISE_LEFT_SHIFT)
-EVPY_BOTH(bitwise_right_shift, bitwise_fn, EV_BITWISE_RIGHT_SHIFT)
-EVPY_BOTH(bitwise_not, bitwise_fn, BW_NOT)
-EVPY_METH(bitwise_and_, bitwise_fn, EV_BITWISE_AND | BW_INPLACE)
-EVPY_METH(bitwise_or_, bitwise_fn, EV_BITWISE_OR | BW_INPLACE)
-EVPY_METH(bitwise_xor_, bitwise_fn, EV_BITWISE_XOR | BW_INPLACE)
-EVPY_METH(bitwise_left_shift_, bitwise_fn, EV_BITWISE_LEFT_SHIFT | BW_INPLACE)
-EVPY_METH(bitwise_right_shift_, bitwise_fn, EV_BITWISE_RIGHT_SHIFT | BW_INPLACE)
-EVPY_METH(bitwise_not_, bitwise_fn, BW_NOT | BW_INPLACE)
 
 PyMethodDef evpy_more_methods[] = {
     EVPY_FN_ENTRY(where, "where(condition, input, other): input where condition else other "
@@ -1726,13 +1610,6 @@ PyMethodDef evpy_more_methods[] = {
                             "reduction 'none', 'mean' or 'sum'")
     EVPY_FN_ENTRY(randperm, "randperm(n, *, generator=None, dtype=int64): a random permutation "
                        "of 0 .. n-1 from the counter-based generator")
-    EVPY_FN_ENTRY(bitwise_and, "bitwise_and(input, other): & of bool or integer tensors")
-    EVPY_FN_ENTRY(bitwise_or, "bitwise_or(input, other): | of bool or integer tensors")
-    EVPY_FN_ENTRY(bitwise_xor, "bitwise_xor(input, other): ^ of bool or integer tensors")
-    EVPY_FN_ENTRY(bitwise_not, "bitwise_not(input): ~ of a bool or integer tensor")
-    EVPY_FN_ENTRY(bitwise_left_shift, "bitwise_left_shift(input, other): << as NumPy's left_shift")
-    EVPY_FN_ENTRY(bitwise_right_shift, "bitwise_right_shift(input, other): >> as NumPy's "
-                                  "right_shift")
     {"manual_seed", py_manual_seed, METH_O,
      "manual_seed(seed)\n--\n\nSeeds the default generator; returns it."},
     {NULL},
@@ -1747,18 +1624,6 @@ PyMethodDef evpy_tensor_more_methods[] = {
     EVPY_METH_ENTRY(scatter_add_, "scatter_add_(dim, index, src): adds src at index, in place")
     EVPY_METH_ENTRY(uniform_, "uniform_(from=0, to=1, *, generator=None): fills in place")
     EVPY_METH_ENTRY(normal_, "normal_(mean=0, std=1, *, generator=None): fills in place")
-    EVPY_METH_ENTRY(bitwise_and, NULL)
-    EVPY_METH_ENTRY(bitwise_or, NULL)
-    EVPY_METH_ENTRY(bitwise_xor, NULL)
-    EVPY_METH_ENTRY(bitwise_not, NULL)
-    EVPY_METH_ENTRY(bitwise_left_shift, NULL)
-    EVPY_METH_ENTRY(bitwise_right_shift, NULL)
-    EVPY_METH_ENTRY(bitwise_and_, NULL)
-    EVPY_METH_ENTRY(bitwise_or_, NULL)
-    EVPY_METH_ENTRY(bitwise_xor_, NULL)
-    EVPY_METH_ENTRY(bitwise_not_, NULL)
-    EVPY_METH_ENTRY(bitwise_left_shift_, NULL)
-    EVPY_METH_ENTRY(bitwise_right_shift_, NULL)
     {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, EVPY_FASTKW,
      "__dlpack__(stream=None)\n--\n\nA sync point: waits for the tensor and returns a DLPack "
      "capsule sharing its memory (cpu)."},
@@ -1768,17 +1633,6 @@ PyMethodDef evpy_tensor_more_methods[] = {
 };
 
 PyType_Slot evpy_tensor_more_slots[] = {
-    {Py_nb_and, nb_and},
-    {Py_nb_or, nb_or},
-    {Py_nb_xor, nb_xor},
-    {Py_nb_lshift, nb_lshift},
-    {Py_nb_rshift, nb_rshift},
-    {Py_nb_inplace_and, nb_inplace_and},
-    {Py_nb_inplace_or, nb_inplace_or},
-    {Py_nb_inplace_xor, nb_inplace_xor},
-    {Py_nb_inplace_lshift, nb_inplace_lshift},
-    {Py_nb_inplace_rshift, nb_inplace_rshift},
-    {Py_nb_invert, nb_invert},
     {Py_bf_getbuffer, tensor_getbuffer},
     {Py_bf_releasebuffer, tensor_releasebuffer},
     {0, NULL},

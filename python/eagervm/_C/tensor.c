@@ -2,6 +2,7 @@
  * from Python data and NumPy, the sync points that hand data to Python
  * (numpy, tolist, item, repr), metadata, and indexing through views. The ops
  * (arithmetic, reductions, methods) live in ops.c. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1064,56 +1065,61 @@ static PyType_Slot tensor_base_slots[] = {
     {0, NULL},
 };
 
+/* Concatenates NULL-terminated arrays (of PyMethodDef or PyType_Slot, told
+ * by size and by the offset of the field that is NULL at the end) into one
+ * allocation with room for `extra` more entries and the terminator. */
+static void *concat_tables(void *const *tables, size_t n, size_t size, size_t key, size_t extra,
+                           size_t *count)
+{
+    size_t total = 0;
+    for (size_t t = 0; t < n; t++) {
+        const char *e = tables[t];
+        while (*(void *const *)(e + key)) {
+            e += size;
+            total++;
+        }
+    }
+    char *out = calloc(total + extra + 1, size);
+    if (!out) {
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t t = 0; t < n; t++) {
+        const char *e = tables[t];
+        while (*(void *const *)(e + key)) {
+            memcpy(out + k++ * size, e, size);
+            e += size;
+        }
+    }
+    *count = total;
+    return out;
+}
+
 int evpy_tensor_init_type(PyObject *module, evpy_state *st)
 {
-    /* One method table: this file's methods, then the ops' (ops.c). */
+    /* One method table and one slot table, gathered from the files that
+     * bind ops: this file, ops.c, elementwise.c (the op table), ops_more.c. */
     static PyMethodDef *methods;
     static PyType_Slot *slots;
     if (!methods) {
-        size_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0;
-        while (tensor_own_methods[a].ml_name) {
-            a++;
-        }
-        while (evpy_tensor_op_methods[b].ml_name) {
-            b++;
-        }
-        while (tensor_base_slots[c].slot) {
-            c++;
-        }
-        while (evpy_tensor_op_slots[d].slot) {
-            d++;
-        }
-        while (evpy_tensor_more_methods[e].ml_name) {
-            e++;
-        }
-        while (evpy_tensor_more_slots[f].slot) {
-            f++;
-        }
-        methods = calloc(a + b + e + 1, sizeof *methods);
-        slots = calloc(c + d + f + 2, sizeof *slots);
+        void *const mtabs[] = {tensor_own_methods, evpy_tensor_op_methods,
+                               evpy_tensor_elementwise_methods, evpy_tensor_more_methods};
+        void *const stabs[] = {tensor_base_slots, evpy_tensor_op_slots,
+                               evpy_tensor_elementwise_slots, evpy_tensor_more_slots};
+        size_t nm, ns;
+        methods = concat_tables(mtabs, 4, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
+                                &nm);
+        /* A slot table ends with slot 0 and pfunc NULL: test pfunc. */
+        slots = concat_tables(stabs, 4, sizeof *slots, offsetof(PyType_Slot, pfunc), 1, &ns);
         if (!methods || !slots) {
             free(methods);
             free(slots);
             methods = NULL;
+            slots = NULL;
             PyErr_NoMemory();
             return -1;
         }
-        memcpy(methods, tensor_own_methods, a * sizeof *methods);
-        memcpy(methods + a, evpy_tensor_op_methods, b * sizeof *methods);
-        memcpy(methods + a + b, evpy_tensor_more_methods, e * sizeof *methods);
-        memcpy(slots, tensor_base_slots, c * sizeof *slots);
-        memcpy(slots + c, evpy_tensor_op_slots, d * sizeof *slots);
-        /* ops_more.c's slots replace those of the same id, or are added. */
-        size_t n = c + d;
-        for (size_t k = 0; k < f; k++) {
-            size_t j = 0;
-            while (j < n && slots[j].slot != evpy_tensor_more_slots[k].slot) {
-                j++;
-            }
-            slots[j] = evpy_tensor_more_slots[k];
-            n += j == n;
-        }
-        slots[n] = (PyType_Slot){Py_tp_methods, methods};
+        slots[ns] = (PyType_Slot){Py_tp_methods, methods};
     }
     PyType_Spec spec = {
         .name = "eagervm.Tensor",

@@ -1,0 +1,96 @@
+"""NumPy references, input domains and dtype rules of the rows of the op
+table (include/eagervm/ops.def): its `ref` column names np.<f> or refs.<f>
+(a helper here), `domain` one of DOMAINS, `rule` a rule mirrored by
+binary_result and unary_result. Used by the op tests and bench/ops.py; it
+needs NumPy, which eagervm itself does not."""
+import math
+
+import numpy as np
+
+DTYPES = ["bool", "int32", "int64", "float32", "float64"]
+FLOATS = ("float32", "float64")
+
+
+# ------------------------------------------------------------- references
+
+def rsqrt(x):
+    return 1 / np.sqrt(x)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def relu(x):
+    return np.where(x < 0, np.zeros_like(x), x)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x):
+    return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+
+
+def gelu(x):
+    return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
+
+
+def reference(row):
+    """The callable a row's `ref` names (np.<f> or refs.<f>)."""
+    import sys
+    return eval(row["ref"], {"np": np, "refs": sys.modules[__name__]})
+
+
+# ---------------------------------------------------------------- domains
+
+DOMAINS = ("any", "pos", "nonneg", "unit", "open_unit", "ge1", "pow", "shift")
+
+
+def draw(rng, domain, dtype, shape, operand=0):
+    """Random values of dtype in domain (operand 1: the right-hand side of a
+    binary op, which pow and shift constrain)."""
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype in FLOATS:
+        lo, hi = {"any": (-4, 4), "pos": (0.05, 5), "nonneg": (0, 5), "unit": (-1, 1),
+                  "open_unit": (-0.95, 0.95), "ge1": (1, 6),
+                  "pow": ((0.1, 3), (-2, 2))[operand], "shift": (-4, 4)}[domain]
+        return rng.uniform(lo, hi, size=shape).astype(dtype)
+    bits = np.iinfo(dtype).bits
+    lo, hi = {"any": (-50, 50), "pos": (1, 50), "nonneg": (0, 50), "unit": (-1, 2),
+              "open_unit": (0, 1), "ge1": (1, 50), "pow": ((-6, 7), (0, 6))[operand],
+              "shift": ((-1000, 1000), (0, bits))[operand]}[domain]
+    return rng.integers(lo, hi, size=shape).astype(dtype)
+
+
+# ------------------------------------------------------------ dtype rules
+
+def binary_result(rule, a, b):
+    """The result dtype name of a binary op of `rule` on dtypes a and b, or
+    None when the rule refuses them (mirrors ops.h)."""
+    r = np.result_type(a, b).name
+    if rule in ("BITWISE", "SHIFT") and r in FLOATS:
+        return None
+    if rule == "NUMERIC" and r == "bool":
+        return None
+    if rule in ("INTLIKE", "SHIFT"):
+        return "int32" if r == "bool" else r
+    if rule == "FLOAT":
+        return r if r in FLOATS else "float64"
+    if rule in ("COMPARE", "LOGICAL"):
+        return "bool"
+    return r
+
+
+def unary_result(rule, x):
+    """The result dtype name of a unary op of `rule` on dtype x, or None."""
+    if rule == "FLOAT":
+        return x if x in FLOATS else ("float32" if x == "bool" else "float64")
+    if rule == "LOGICAL":
+        return "bool"
+    if rule == "NUMERIC" and x == "bool":
+        return None
+    if rule == "BITWISE" and x in FLOATS:
+        return None
+    return x

@@ -1,0 +1,209 @@
+"""The op table (include/eagervm/ops.def) drives these tests: every row is
+complete (doc, NumPy reference, domain, benchmark case), is bound as the
+table says (function, method, in-place method, aliases, operators, __all__,
+docstring), and computes what its NumPy reference computes, for every dtype,
+on random shapes, views (transposed, broadcast), zero-size and 0-d tensors;
+the dtypes its rule refuses raise TypeError naming the op."""
+import importlib.util
+import operator
+import os
+
+import numpy as np
+import pytest
+
+import eagervm as ev
+from eagervm import _op_refs as op_refs
+
+TABLE = ev._C._op_table()
+ROWS = TABLE["ops"]
+BINARY = [r for r in ROWS if r["family"] == "binary"]
+UNARY = [r for r in ROWS if r["family"] == "unary"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load_bench():
+    """bench/ops.py, whose cases come from the table too."""
+    path = os.path.join(HERE, "..", "..", "bench", "ops.py")
+    spec = importlib.util.spec_from_file_location("bench_ops", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench_ops = _load_bench()
+
+
+def ids(rows):
+    return [r["name"] for r in rows]
+
+
+# ------------------------------------------------------------ the rows
+
+@pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
+def test_row_is_complete(row):
+    assert row["doc"] and row["doc"][0].isupper() and row["doc"].endswith("."), row["doc"]
+    assert callable(op_refs.reference(row)), row["ref"]
+    assert row["domain"] in op_refs.DOMAINS
+    assert row["bench"] in bench_ops.CASE_KINDS, "no benchmark case for " + row["name"]
+    assert bench_ops.cases_for(row), "bench/ops.py makes no case of " + row["name"]
+    assert isinstance(row["grad"], str)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
+def test_row_is_bound_as_the_table_says(row):
+    name = row["name"]
+    fn = getattr(ev, name)
+    assert fn is getattr(ev._C, name) and name in ev.__all__
+    assert row["doc"] in fn.__doc__ and "Result dtype:" in fn.__doc__
+    assert hasattr(ev.Tensor, name)
+    assert hasattr(ev.Tensor, name + "_") == row["inplace"]
+    if row["inplace"]:
+        assert f"Tensor.{name}_(" in fn.__doc__
+
+
+def test_aliases_and_operators():
+    names = {r["name"] for r in ROWS}
+    for alias, name in TABLE["aliases"]:
+        assert name in names and alias in ev.__all__
+        a = ev.tensor([1.0, -2.0, 3.0])
+        args = (a,) if any(r["name"] == name and r["family"] == "unary" for r in ROWS) \
+            else (a, a)
+        assert getattr(ev, alias)(*args).tolist() == getattr(ev, name)(*args).tolist()
+    binary_syms = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+                   "/": operator.truediv, "//": operator.floordiv, "%": operator.mod,
+                   "**": operator.pow, "&": operator.and_, "|": operator.or_,
+                   "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+                   "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+                   ">": operator.gt, ">=": operator.ge}
+    unary_syms = {"-": operator.neg, "abs": abs, "~": operator.invert}
+    x = ev.tensor([3, 5, 6])
+    y = ev.tensor([1, 2, 3])
+    seen = set()
+    for sym, name in TABLE["operators"]:
+        row = next(r for r in ROWS if r["name"] == name)
+        if row["family"] == "unary":
+            assert unary_syms[sym](x).tolist() == getattr(ev, name)(x).tolist()
+        else:
+            assert binary_syms[sym](x, y).tolist() == getattr(ev, name)(x, y).tolist()
+        seen.add((row["family"], sym))
+    assert len(seen) == len(TABLE["operators"])
+
+
+# ------------------------------------------------- against NumPy
+
+RNG_SEED = 1234
+
+
+def layouts(nd_shape):
+    """(name, make) pairs: make(np_array) -> (ev tensor, the NumPy values it holds)."""
+    def contiguous(a):
+        return ev.tensor(a), a
+
+    def transposed(a):
+        t = ev.tensor(np.ascontiguousarray(a.T))
+        return t.transpose(0, 1), a
+    out = [("contiguous", contiguous)]
+    if len(nd_shape) == 2:
+        out.append(("transposed", transposed))
+    return out
+
+
+SHAPES = [(), (0,), (7,), (3, 5), (4, 0), (2, 3, 4)]
+
+
+def check_values(got, want, dtype):
+    got = got.numpy()
+    want = np.asarray(want)
+    assert got.shape == want.shape
+    if dtype in op_refs.FLOATS:
+        tol = 2e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got, want.astype(dtype), rtol=tol, atol=tol,
+                                   equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want.astype(dtype))
+
+
+def numpy_ref(row, *arrays):
+    ref = op_refs.reference(row)
+    with np.errstate(all="ignore"):
+        return ref(*arrays)
+
+
+@pytest.mark.parametrize("dt", op_refs.DTYPES)
+@pytest.mark.parametrize("row", UNARY, ids=ids(UNARY))
+def test_unary_against_numpy(row, dt):
+    rng = np.random.default_rng(RNG_SEED)
+    want_dt = op_refs.unary_result(row["rule"], dt)
+    fn = getattr(ev, row["name"])
+    if want_dt is None:
+        with pytest.raises(TypeError, match=row["name"]):
+            fn(ev.zeros(3, dtype=getattr(ev, dt)))
+        return
+    for shape in SHAPES:
+        a = op_refs.draw(rng, row["domain"], dt, shape)
+        for layout, make in layouts(shape):
+            x, xv = make(a)
+            got = fn(x)
+            assert got.dtype == getattr(ev, want_dt), (row["name"], dt, layout)
+            # NumPy computes in the result dtype (as the kernels do).
+            src = xv.astype(want_dt) if want_dt in op_refs.FLOATS else xv
+            check_values(got, numpy_ref(row, src), want_dt)
+            if row["inplace"] and want_dt == dt and layout == "contiguous":
+                y = ev.tensor(a)
+                assert getattr(y, row["name"] + "_")() is y
+                check_values(y, numpy_ref(row, src), want_dt)
+
+
+@pytest.mark.parametrize("db", op_refs.DTYPES)
+@pytest.mark.parametrize("da", op_refs.DTYPES)
+@pytest.mark.parametrize("row", BINARY, ids=ids(BINARY))
+def test_binary_against_numpy(row, da, db):
+    rng = np.random.default_rng(RNG_SEED)
+    want_dt = op_refs.binary_result(row["rule"], da, db)
+    fn = getattr(ev, row["name"])
+    if want_dt is None:
+        with pytest.raises(TypeError, match=row["name"]):
+            fn(ev.zeros(3, dtype=getattr(ev, da)), ev.zeros(3, dtype=getattr(ev, db)))
+        return
+    cases = [((), ()), ((0,), (0,)), ((7,), (7,)), ((3, 5), (3, 5)), ((3, 1), (1, 4)),
+             ((2, 3, 4), (4,)), ((4, 0), (1,))]
+    for sa, sb in cases:
+        a = op_refs.draw(rng, row["domain"], da, sa, 0)
+        b = op_refs.draw(rng, row["domain"], db, sb, 1)
+        for layout, make in layouts(sa):
+            x, xv = make(a)
+            got = fn(x, ev.tensor(b))
+            assert got.dtype == getattr(ev, want_dt), (row["name"], da, db, layout)
+            # NumPy computes in the dtype the rule computes in.
+            comp = np.result_type(da, db).name
+            if row["rule"] in ("INTLIKE", "SHIFT") and comp == "bool":
+                comp = "int32"
+            if row["rule"] == "FLOAT":
+                comp = want_dt
+            if row["rule"] == "LOGICAL":
+                comp = "bool"
+            want = numpy_ref(row, xv.astype(comp), b.astype(comp))
+            check_values(got, want, want_dt)
+        if row["inplace"] and want_dt == da and sa == np.broadcast_shapes(sa, sb):
+            y = ev.tensor(a)
+            assert getattr(y, row["name"] + "_")(ev.tensor(b)) is y
+            check_values(y, want, want_dt)
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["inplace"]], ids=ids(
+    [r for r in ROWS if r["inplace"]]))
+def test_inplace_refuses_a_result_it_cannot_hold(row):
+    """An in-place op whose result dtype is of a higher kind than the operand
+    (an int32 tensor and a float result) raises TypeError, changing nothing."""
+    x = ev.tensor([1, 2, 3], dtype=ev.int32)
+    if row["family"] == "unary":
+        res = op_refs.unary_result(row["rule"], "int32")
+        call = lambda: getattr(x, row["name"] + "_")()  # noqa: E731
+    else:
+        res = op_refs.binary_result(row["rule"], "int32", "float32")
+        call = lambda: getattr(x, row["name"] + "_")(ev.tensor([1.5, 2.5, 3.5]))  # noqa: E731
+    if res is None or res in ("int32", "bool", "int64"):
+        pytest.skip("the result fits, or the rule refuses the dtypes (tested above)")
+    with pytest.raises(TypeError, match=row["name"] + "_"):
+        call()
+    assert x.tolist() == [1, 2, 3]
