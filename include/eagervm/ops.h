@@ -65,10 +65,16 @@ extern "C" {
  *   LOGICAL    bool (logical_not: x == 0)
  *   BITWISE    the input's, bool and integers only (bitwise_not is ~x, and
  *              logical not for bool)
+ *   PREDICATE  bool, testing the input in its own dtype (isnan, isinf,
+ *              isfinite: an integer is never NaN or infinite)
+ * Rounding (floor, ceil, trunc, round) keeps integers as they are, as
+ * PyTorch and the Array API do (NumPy returns float64); round is half to
+ * even. sign keeps NaN and gives +0 for both zeros, as NumPy. Which zero
+ * maximum and minimum return for +0 and -0 is unspecified, as in IEEE 754.
  */
 typedef enum ev_op_rule {
     EV_RULE_ARITH, EV_RULE_NUMERIC, EV_RULE_FLOAT, EV_RULE_INTLIKE, EV_RULE_COMPARE,
-    EV_RULE_LOGICAL, EV_RULE_BITWISE, EV_RULE_SHIFT, EV_RULE_SAME,
+    EV_RULE_LOGICAL, EV_RULE_BITWISE, EV_RULE_SHIFT, EV_RULE_SAME, EV_RULE_PREDICATE,
 } ev_op_rule;
 
 enum ev_binary_op {

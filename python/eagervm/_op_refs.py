@@ -32,6 +32,10 @@ def erf(x):
     return _erf(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
 
 
+def reciprocal(x):
+    return 1 / x
+
+
 def gelu(x):
     return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
 
@@ -44,7 +48,7 @@ def reference(row):
 
 # ---------------------------------------------------------------- domains
 
-DOMAINS = ("any", "pos", "nonneg", "unit", "open_unit", "ge1", "pow", "shift")
+DOMAINS = ("any", "pos", "nonneg", "unit", "open_unit", "ge1", "pow", "shift", "special")
 
 
 def draw(rng, domain, dtype, shape, operand=0):
@@ -52,6 +56,12 @@ def draw(rng, domain, dtype, shape, operand=0):
     binary op, which pow and shift constrain)."""
     if dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype in FLOATS and domain == "special":
+        v = rng.uniform(-4, 4, size=shape)
+        pick = rng.integers(0, 5, size=shape)
+        v = np.where(pick == 0, np.nan, np.where(pick == 1, np.inf, np.where(
+            pick == 2, -np.inf, v)))
+        return v.astype(dtype)
     if dtype in FLOATS:
         lo, hi = {"any": (-4, 4), "pos": (0.05, 5), "nonneg": (0, 5), "unit": (-1, 1),
                   "open_unit": (-0.95, 0.95), "ge1": (1, 6),
@@ -60,7 +70,7 @@ def draw(rng, domain, dtype, shape, operand=0):
     bits = np.iinfo(dtype).bits
     lo, hi = {"any": (-50, 50), "pos": (1, 50), "nonneg": (0, 50), "unit": (-1, 2),
               "open_unit": (0, 1), "ge1": (1, 50), "pow": ((-6, 7), (0, 6))[operand],
-              "shift": ((-1000, 1000), (0, bits))[operand]}[domain]
+              "shift": ((-1000, 1000), (0, bits))[operand], "special": (-50, 50)}[domain]
     return rng.integers(lo, hi, size=shape).astype(dtype)
 
 
@@ -87,7 +97,7 @@ def unary_result(rule, x):
     """The result dtype name of a unary op of `rule` on dtype x, or None."""
     if rule == "FLOAT":
         return x if x in FLOATS else ("float32" if x == "bool" else "float64")
-    if rule == "LOGICAL":
+    if rule in ("LOGICAL", "PREDICATE"):
         return "bool"
     if rule == "NUMERIC" and x == "bool":
         return None

@@ -234,6 +234,35 @@ BIN_LOOP(minimum_bool, uint8_t, uint8_t, x & y)
 LOOPS_INT(minimum, MIN_I)
 LOOPS_FLOAT(minimum, MIN_F)
 
+/* Float-only rows added through the op table (integers compute in
+ * float64 by the FLOAT rule). logaddexp as NumPy's npy_logaddexp: equal
+ * inputs (infinities included) give x + log 2, NaN passes through. */
+#define LOGADDEXP_HELPER(SUF, T, EXP, LOG1P, LN2)     \
+    static inline T logaddexp_##SUF(T x, T y)        \
+    {                                                \
+        if (x == y) {                                \
+            return x + LN2;                          \
+        }                                            \
+        T d = x - y;                                 \
+        if (d > 0) {                                 \
+            return x + LOG1P(EXP(-d));               \
+        }                                            \
+        if (d <= 0) {                                \
+            return y + LOG1P(EXP(d));                \
+        }                                            \
+        return d;                                    \
+    }
+LOGADDEXP_HELPER(f32, float, expf, log1pf, 0.693147180559945309f)
+LOGADDEXP_HELPER(f64, double, exp, log1p, 0.693147180559945309)
+#define ATAN2_F(T, S) (sizeof(T) == 4 ? atan2f((float)x, (float)y) : atan2(x, y))
+#define HYPOT_F(T, S) (sizeof(T) == 4 ? hypotf((float)x, (float)y) : hypot(x, y))
+#define COPYSIGN_F(T, S) (sizeof(T) == 4 ? copysignf((float)x, (float)y) : copysign(x, y))
+#define LOGADDEXP_F(T, S) logaddexp_##S(x, y)
+LOOPS_FLOAT(atan2, ATAN2_F)
+LOOPS_FLOAT(hypot, HYPOT_F)
+LOOPS_FLOAT(copysign, COPYSIGN_F)
+LOOPS_FLOAT(logaddexp, LOGADDEXP_F)
+
 /* Comparisons: every dtype in, bool out. */
 #define CMP_LOOPS(op, OPR)                                      \
     BIN_LOOP(op##_bool, uint8_t, uint8_t, x OPR y)              \
@@ -306,6 +335,10 @@ static loop_table ge_loops = ALL_LOOPS(ge);
 static loop_table logical_and_loops = {[EV_BOOL] = logical_and_bool};
 static loop_table logical_or_loops = {[EV_BOOL] = logical_or_bool};
 static loop_table logical_xor_loops = {[EV_BOOL] = logical_xor_bool};
+static loop_table atan2_loops = FLT_LOOPS(atan2);
+static loop_table hypot_loops = FLT_LOOPS(hypot);
+static loop_table copysign_loops = FLT_LOOPS(copysign);
+static loop_table logaddexp_loops = FLT_LOOPS(logaddexp);
 static loop_table bitwise_and_loops = BIT_LOOPS_TABLE(bitwise_and);
 static loop_table bitwise_or_loops = BIT_LOOPS_TABLE(bitwise_or);
 static loop_table bitwise_xor_loops = BIT_LOOPS_TABLE(bitwise_xor);

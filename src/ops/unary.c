@@ -160,6 +160,55 @@ UN_LOOP(bitwise_not_bool, uint8_t, uint8_t, x ^ 1u)
 UN_LOOP(bitwise_not_int32, int32_t, int32_t, ~x)
 UN_LOOP(bitwise_not_int64, int64_t, int64_t, ~x)
 
+/* The rows added through the op table: libm for floats (one call per
+ * element; vectorised forms are the kernel-speed work), exact integer
+ * forms where the rule keeps integers. */
+UN_FLOAT(log1p, log1pf(x), log1p(x))
+UN_FLOAT(expm1, expm1f(x), expm1(x))
+UN_FLOAT(log2, log2f(x), log2(x))
+UN_FLOAT(log10, log10f(x), log10(x))
+UN_FLOAT(exp2, exp2f(x), exp2(x))
+UN_FLOAT(tan, tanf(x), tan(x))
+UN_FLOAT(asin, asinf(x), asin(x))
+UN_FLOAT(acos, acosf(x), acos(x))
+UN_FLOAT(atan, atanf(x), atan(x))
+UN_FLOAT(sinh, sinhf(x), sinh(x))
+UN_FLOAT(cosh, coshf(x), cosh(x))
+UN_FLOAT(asinh, asinhf(x), asinh(x))
+UN_FLOAT(acosh, acoshf(x), acosh(x))
+UN_FLOAT(atanh, atanhf(x), atanh(x))
+UN_FLOAT(erf, erff(x), erf(x))
+UN_FLOAT(reciprocal, 1.0f / x, 1.0 / x)
+/* Rounding keeps integers as they are (as PyTorch and the Array API). */
+#define SAME_I(T, U) x
+UN_INT(floor, SAME_I)
+UN_FLOAT(floor, floorf(x), floor(x))
+UN_INT(ceil, SAME_I)
+UN_FLOAT(ceil, ceilf(x), ceil(x))
+UN_INT(trunc, SAME_I)
+UN_FLOAT(trunc, truncf(x), trunc(x))
+/* Half to even, as NumPy's and PyTorch's round (rint in the default mode). */
+UN_INT(round, SAME_I)
+UN_FLOAT(round, rintf(x), rint(x))
+#define SIGN_I(T, U) (T)((x > 0) - (x < 0))
+UN_INT(sign, SIGN_I)
+/* NaN passes through and both zeros give +0, as NumPy's sign. */
+UN_FLOAT(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x == 0 ? 0.0f : x,
+         x > 0 ? 1.0 : x < 0 ? -1.0 : x == 0 ? 0.0 : x)
+#define SQUARE_I(T, U) ((T)((U)x * (U)x))
+UN_INT(square, SQUARE_I)
+UN_FLOAT(square, x * x, x * x)
+/* Predicates: bool out, tested in the input's dtype. */
+#define PRED_LOOPS(op, EI, EF)                                  \
+    UN_LOOP(op##_bool, uint8_t, uint8_t, EI)                    \
+    UN_LOOP(op##_int32, int32_t, uint8_t, EI)                   \
+    UN_LOOP(op##_int64, int64_t, uint8_t, EI)                   \
+    UN_LOOP(op##_float32, float, uint8_t, EF)                   \
+    UN_LOOP(op##_float64, double, uint8_t, EF)
+PRED_LOOPS(isnan, ((void)x, 0), x != x)
+PRED_LOOPS(isinf, ((void)x, 0), x == INFINITY || x == -INFINITY)
+PRED_LOOPS(isfinite, ((void)x, 1), x - x == 0)
+
 /* Clamp: bounds in ctx (f0/f1 for floats, i0/i1 for integers). Lower bound
  * first, then upper, so min > max gives max as numpy.clip; NaN compares
  * false and passes through. */
@@ -200,6 +249,34 @@ static loop_table sigmoid_loops = FLT(sigmoid);
 static loop_table relu_loops = NUM(relu);
 static loop_table gelu_loops = FLT(gelu);
 static loop_table logical_not_loops = {[EV_BOOL] = logical_not_bool};
+static loop_table log1p_loops = FLT(log1p);
+static loop_table expm1_loops = FLT(expm1);
+static loop_table log2_loops = FLT(log2);
+static loop_table log10_loops = FLT(log10);
+static loop_table exp2_loops = FLT(exp2);
+static loop_table tan_loops = FLT(tan);
+static loop_table asin_loops = FLT(asin);
+static loop_table acos_loops = FLT(acos);
+static loop_table atan_loops = FLT(atan);
+static loop_table sinh_loops = FLT(sinh);
+static loop_table cosh_loops = FLT(cosh);
+static loop_table asinh_loops = FLT(asinh);
+static loop_table acosh_loops = FLT(acosh);
+static loop_table atanh_loops = FLT(atanh);
+static loop_table erf_loops = FLT(erf);
+static loop_table reciprocal_loops = FLT(reciprocal);
+static loop_table floor_loops = NUM(floor);
+static loop_table ceil_loops = NUM(ceil);
+static loop_table trunc_loops = NUM(trunc);
+static loop_table round_loops = NUM(round);
+static loop_table sign_loops = NUM(sign);
+static loop_table square_loops = NUM(square);
+#define PRED(op) \
+    {[EV_BOOL] = op##_bool, [EV_INT32] = op##_int32, [EV_INT64] = op##_int64, \
+     [EV_FLOAT32] = op##_float32, [EV_FLOAT64] = op##_float64}
+static loop_table isnan_loops = PRED(isnan);
+static loop_table isinf_loops = PRED(isinf);
+static loop_table isfinite_loops = PRED(isfinite);
 static loop_table bitwise_not_loops = {[EV_BOOL] = bitwise_not_bool,
                                        [EV_INT32] = bitwise_not_int32,
                                        [EV_INT64] = bitwise_not_int64};
@@ -228,10 +305,13 @@ static int resolve(int op, const char *name, ev_dtype x, ev_dtype *loop_dt, ev_d
     if (!ev_dtype_get_info(x)) {
         return ev__set_message(EV_ETYPE, "%s: invalid dtype %d", name, (int)x);
     }
-    ev_dtype r = uo->rule == EV_RULE_FLOAT ? ev_dtype_to_float(x)
-                 : uo->rule == EV_RULE_LOGICAL ? EV_BOOL
-                                               : x;
-    ev_dtype c = uo->rule == EV_RULE_LOGICAL ? EV_BOOL : ev_dtype_get_info(r)->compute;
+    ev_dtype r = uo->rule == EV_RULE_FLOAT                                  ? ev_dtype_to_float(x)
+                 : uo->rule == EV_RULE_LOGICAL || uo->rule == EV_RULE_PREDICATE ? EV_BOOL
+                                                                           : x;
+    /* A predicate tests the input in its own dtype and returns bool. */
+    ev_dtype c = uo->rule == EV_RULE_LOGICAL     ? EV_BOOL
+                 : uo->rule == EV_RULE_PREDICATE ? ev_dtype_get_info(x)->compute
+                                                 : ev_dtype_get_info(r)->compute;
     if (!uo->loops[c]) {
         if (uo->rule == EV_RULE_BITWISE) {
             return ev__set_message(EV_ETYPE, "%s: not supported for dtype %s (bool and integer "
@@ -258,7 +338,7 @@ int ev_unary_result_dtype(int op, ev_dtype x, ev_dtype *out)
 
 /* Shared tail of every unary op: checks, output, one instruction. */
 static int run_unary(const ev_exec *ex, const char *name, ev_tensor *x, int inplace,
-                     ev_dtype loop_dt, ev_dtype res, ev__loop_fn loop, const ev__loop_ctx *ctx,
+                     ev_dtype loop_dt, ev_dtype loop_out, ev_dtype res, ev__loop_fn loop, const ev__loop_ctx *ctx,
                      ev_tensor **out)
 {
     ev_tensor *dst;
@@ -283,7 +363,7 @@ static int run_unary(const ev_exec *ex, const char *name, ev_tensor *x, int inpl
             return rc;
         }
     }
-    rc = ev__elementwise(ex, name, dst, &x, 1, loop_dt, loop_dt, loop, ctx);
+    rc = ev__elementwise(ex, name, dst, &x, 1, loop_dt, loop_out, loop, ctx);
     if (rc || inplace) {
         ev_tensor_unref(dst);
         return rc;
@@ -313,7 +393,8 @@ static int unary(const ev_exec *ex, int op, ev_tensor *x, int inplace, ev_tensor
     }
     ev__loop_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    return run_unary(ex, name, x, inplace, c, res, loop, &ctx, out);
+    ev_dtype lout = unops[op].rule == EV_RULE_PREDICATE ? EV_BOOL : c;
+    return run_unary(ex, name, x, inplace, c, lout, res, loop, &ctx, out);
 }
 
 int ev_unary(const ev_exec *ex, int op, ev_tensor *x, ev_tensor **out)
@@ -380,7 +461,7 @@ static int clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *lo, const ev_
         ctx.i0 = lo ? (lo->v.i < mn ? mn : lo->v.i > mx ? mx : lo->v.i) : mn;
         ctx.i1 = hi ? (hi->v.i < mn ? mn : hi->v.i > mx ? mx : hi->v.i) : mx;
     }
-    return run_unary(ex, name, x, inplace, c, x->dtype, clamp_loops[c], &ctx, out);
+    return run_unary(ex, name, x, inplace, c, c, x->dtype, clamp_loops[c], &ctx, out);
 }
 
 int ev_clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const ev_scalar *max,

@@ -364,8 +364,16 @@ static double ref_unary(int op, double x)
     case EV_OP_SIGMOID: return 1 / (1 + exp(-x));
     case EV_OP_RELU: return x < 0 ? 0 : x;
     case EV_OP_GELU: return x * 0.5 * erfc(-x / sqrt(2.0));
-    default: return x == 0;
+    case EV_OP_LOGICAL_NOT: return x == 0;
+    default: return NAN; /* not checked here */
     }
+}
+
+/* The ops ref_unary knows; every row of the op table is checked against
+ * NumPy by tests/python/test_op_table.py. */
+static int has_ref_unary(int op)
+{
+    return !isnan(ref_unary(op, 0.5));
 }
 
 static void test_unary(void)
@@ -377,6 +385,9 @@ static void test_unary(void)
         for (int op = 0; op < EV_UNARY_OP_COUNT; op++) {
             ev_tensor *c;
             ev_dtype rd;
+            if (!has_ref_unary(op)) {
+                continue;
+            }
             if (ev_unary_result_dtype(op, (ev_dtype)dt, &rd) != 0) {
                 /* An op that refuses floats refuses them at the call too. */
                 CHECK_EQ(ev_unary(&EX, op, x, &c), EV_ETYPE);

@@ -166,6 +166,7 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EVPY_RULE_BITWISE "the (promoted) input dtype; bool and integers only"
 #define EVPY_RULE_SHIFT "the promoted integer dtype; bool and integers only"
 #define EVPY_RULE_SAME "the input's dtype (any dtype)"
+#define EVPY_RULE_PREDICATE "bool, testing the input in its own dtype (any dtype)"
 #define EVPY_INPLACE_DOC_INPLACE(name, args) "\nIn place: Tensor." #name "_(" args ")."
 #define EVPY_INPLACE_DOC_OUT_OF_PLACE(name, args) "\nNo in-place form."
 
