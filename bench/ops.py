@@ -5,7 +5,8 @@ it is installed, PyTorch: the same math on the same data, in one process.
 
 The cases come from each row's `bench` column: `elementwise` runs the op at
 1K and 1M elements, on contiguous inputs, on a transposed view, and (binary
-ops) with one operand broadcast along a row. Inputs are drawn from the row's
+ops) with one operand broadcast along a row; `reduction` reduces 1K and 1M
+elements over everything, along rows and along columns. Inputs are drawn from the row's
 input domain, in float32 when the row's rule accepts floats, else in int64.
 Each repeat runs a batch of the op (200 at 1K, 5 at 1M) in eagervm, NumPy
 and PyTorch, one after the other, so a slow minute of a shared machine hits
@@ -32,7 +33,7 @@ except ImportError:
     torch = None
 
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
-CASE_KINDS = ("elementwise",)
+CASE_KINDS = ("elementwise", "reduction")
 
 
 class Case:
@@ -66,8 +67,34 @@ def _torch_fn(row):
     return aliases.get(row["name"], fn)
 
 
+def reduction_cases(row):
+    """A reduction at 1K and 1M elements: over everything, along rows
+    (dim=1, contiguous) and along columns (dim=0)."""
+    dt = "float32"
+    ev_fn = getattr(ev, row["name"])
+    np_fn = refs.reference(row)
+    t_fn = getattr(torch, row["name"], None) if torch is not None else None
+    out = []
+    for size, shape in SIZES.items():
+        for what, dim in (("all", None), ("dim=1", 1), ("dim=0", 0)):
+            def make(shape=shape, dim=dim):
+                a = refs.draw(np.random.default_rng(0), row["domain"], dt, shape)
+                ea = ev.tensor(a)
+                ta = torch.from_numpy(a) if t_fn is not None else None
+                run_t = None
+                if t_fn is not None:
+                    # torch.max(x, dim) also returns indices: use amax/amin there.
+                    tf = {"max": torch.amax, "min": torch.amin}.get(row["name"], t_fn)
+                    run_t = (lambda: tf(ta)) if dim is None else (lambda: tf(ta, dim))
+                return (lambda: ev_fn(ea, dim)), (lambda: np_fn(a, axis=dim)), run_t
+            out.append(Case(f"{row['name']} {dt} {size} {what}", size, make))
+    return out
+
+
 def cases_for(row):
     """The benchmark cases of one table row."""
+    if row["bench"] == "reduction":
+        return reduction_cases(row)
     if row["bench"] != "elementwise":
         return []
     dt = _dtype_for(row)
@@ -153,7 +180,7 @@ def main(argv=None):
         if only and row["name"] not in only:
             continue
         for case in cases_for(row):
-            if args.quick and not case.name.endswith("contiguous"):
+            if args.quick and not case.name.endswith(("contiguous", "all")):
                 continue
             t_ev, t_np, t_t = measure(case, repeats)
             r_np = t_np / t_ev

@@ -75,6 +75,7 @@ extern "C" {
 typedef enum ev_op_rule {
     EV_RULE_ARITH, EV_RULE_NUMERIC, EV_RULE_FLOAT, EV_RULE_INTLIKE, EV_RULE_COMPARE,
     EV_RULE_LOGICAL, EV_RULE_BITWISE, EV_RULE_SHIFT, EV_RULE_SAME, EV_RULE_PREDICATE,
+    EV_RULE_ACCUMULATE, EV_RULE_FLOAT_ONLY,
 } ev_op_rule;
 
 enum ev_binary_op {
@@ -146,6 +147,10 @@ EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **
  * A 0-d tensor accepts dimension 0 or -1 (as PyTorch). With keepdim the
  * reduced dimensions stay with size 1, otherwise they are removed.
  *
+ * The reductions over dims (sum, mean, prod, max, min) are rows of the op
+ * table ops.def; their rules: ACCUMULATE (sum, prod), FLOAT_ONLY (mean),
+ * SAME (max, min).
+ *
  * Result dtypes (as PyTorch):
  *   sum prod       int64 for bool, int32 and int64 inputs (wrapping);
  *                  the input's dtype for floats
@@ -167,32 +172,23 @@ EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **
  * 10^6 and 2*10^4 terms). prod multiplies in order. var and std accumulate in
  * float64 (two passes: mean, then the sum of squared deviations) and round
  * once. */
-#define EV_REDUCE_OP_MAP(X) \
-    X(SUM, sum)             \
-    X(MEAN, mean)           \
-    X(PROD, prod)           \
-    X(MAX, max)             \
-    X(MIN, min)
-
 enum ev_reduce_op {
-#define EV_REDUCE_ENUM(id, name) EV_REDUCE_##id,
-    EV_REDUCE_OP_MAP(EV_REDUCE_ENUM)
-#undef EV_REDUCE_ENUM
+#define EV_REDUCE(ID, name, ...) EV_REDUCE_##ID,
+#include "eagervm/ops.def"
     EV_REDUCE_OP_COUNT
 };
 
 /* "sum" for EV_REDUCE_SUM; "invalid" for other values. */
 EV_API const char *ev_reduce_op_name(int op);
-/* Reduces x over dims with op (enum ev_reduce_op); one named function per op
- * below does the same: ev_sum(ex, x, ndims, dims, keepdim, &out). */
+/* Reduces x over dims with op (enum ev_reduce_op); one named function per
+ * row of the op table does the same: ev_sum(ex, x, ndims, dims, keepdim, &out). */
 EV_API int ev_reduce(const ev_exec *ex, int op, ev_tensor *x, int ndims, const int *dims,
                      int keepdim, ev_tensor **out);
 
-#define EV_REDUCE_DECL(id, name)                                                      \
+#define EV_REDUCE(ID, name, ...)                                                      \
     EV_API int ev_##name(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, \
                          int keepdim, ev_tensor **out);
-EV_REDUCE_OP_MAP(EV_REDUCE_DECL)
-#undef EV_REDUCE_DECL
+#include "eagervm/ops.def"
 
 /* Index of the largest (smallest) element along *dim, or of the flattened
  * tensor when dim is NULL (the result is then 0-d, or all-ones-shaped with

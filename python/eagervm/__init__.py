@@ -30,7 +30,7 @@ _HAND_WRITTEN = (
     "tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like", "zeros_like",
     "ones_like", "full_like", "arange", "linspace", "eye",
     "clamp", "clip", "cast",
-    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "softmax",
+    "argmax", "argmin", "var", "std", "softmax",
     "log_softmax", "matmul",
     "view", "reshape", "expand", "permute", "flatten", "transpose", "squeeze", "unsqueeze",
     "contiguous", "clone", "synchronize",

@@ -104,3 +104,12 @@ def unary_result(rule, x):
     if rule == "BITWISE" and x in FLOATS:
         return None
     return x
+
+
+def reduce_result(rule, x):
+    """The result dtype name of a reduction of `rule` on dtype x, or None."""
+    if rule == "ACCUMULATE":
+        return x if x in FLOATS else "int64"
+    if rule == "FLOAT_ONLY":
+        return x if x in FLOATS else None
+    return x

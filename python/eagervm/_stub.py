@@ -69,7 +69,8 @@ def _default(value):
 
 
 def _params(sig, annotation, method):
-    """The parameter list of sig, each parameter annotated `annotation`.
+    """The parameter list of sig, each parameter annotated `annotation` (a
+    type, or a function from the parameter's name to its type).
 
     For a method, self leads unannotated: added when the text signature left
     it out (`dim()` instead of `($self)`), and a self that is the only
@@ -86,12 +87,14 @@ def _params(sig, annotation, method):
         if p.kind is P.KEYWORD_ONLY and P.VAR_POSITIONAL not in kinds_seen \
                 and P.KEYWORD_ONLY not in kinds_seen:
             out.append("*")
+        # annotation: one type for all, or a function of the parameter's name
+        ann = annotation(p.name) if callable(annotation) else annotation
         if p.kind is P.VAR_POSITIONAL:
-            text = f"*{p.name}: {annotation}"
+            text = f"*{p.name}: {ann}"
         elif p.kind is P.VAR_KEYWORD:
-            text = f"**{p.name}: {annotation}"
+            text = f"**{p.name}: {ann}"
         else:
-            text = f"{p.name}: {annotation}"
+            text = f"{p.name}: {ann}"
             if p.default is not P.empty:
                 text += " = " + _default(p.default)
         out.append(text)
@@ -129,7 +132,8 @@ def _table_params(obj, method):
     sig = _signature(obj)
     if sig is None:
         raise RuntimeError(f"the table op {obj.__name__} has no text signature in its docstring")
-    return _params(sig, "TensorLike", method)
+    return _params(sig, lambda name: "TensorLike" if name in ("input", "other") else "Any",
+                   method)
 
 
 def _operator_dunders(table):

@@ -12,9 +12,13 @@
 
 #include "ops/ops-impl.h"
 
-/* Every reduction the kernel knows; the public reduce ops come first, in the
- * order of EV_REDUCE_OP_MAP. */
+/* Every reduction the kernel knows; the op table's reduce rows come first,
+ * numbered as enum ev_reduce_op (checked below). */
 enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_COUNT };
+#define EV_REDUCE(ID, name, ...) \
+    _Static_assert((int)R_##ID == (int)EV_REDUCE_##ID, "reduce.c numbers " #name " as ops.def does");
+#include "eagervm/ops.def"
+_Static_assert((int)EV_REDUCE_OP_COUNT == (int)R_ARGMAX, "every reduce row of ops.def has a kernel here");
 
 static const char *const red_names[R_COUNT] = {
     "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std",
@@ -694,14 +698,13 @@ int ev_reduce(const ev_exec *ex, int op, ev_tensor *x, int ndims, const int *dim
     return reduce(ex, op, x, ndims, dims, keepdim, 0, out);
 }
 
-#define EV_REDUCE_DEF(id, name)                                                        \
+#define EV_REDUCE(ID, name, ...)                                                       \
     int ev_##name(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim, \
                   ev_tensor **out)                                                     \
     {                                                                                  \
-        return reduce(ex, R_##id, x, ndims, dims, keepdim, 0, out);                    \
+        return reduce(ex, R_##ID, x, ndims, dims, keepdim, 0, out);                    \
     }
-EV_REDUCE_OP_MAP(EV_REDUCE_DEF)
-#undef EV_REDUCE_DEF
+#include "eagervm/ops.def"
 
 int ev_argmax(const ev_exec *ex, ev_tensor *x, const int *dim, int keepdim, ev_tensor **out)
 {

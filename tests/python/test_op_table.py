@@ -7,6 +7,7 @@ the dtypes its rule refuses raise TypeError naming the op."""
 import importlib.util
 import operator
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ TABLE = ev._C._op_table()
 ROWS = TABLE["ops"]
 BINARY = [r for r in ROWS if r["family"] == "binary"]
 UNARY = [r for r in ROWS if r["family"] == "unary"]
+REDUCE = [r for r in ROWS if r["family"] == "reduce"]
+ELEMENTWISE = BINARY + UNARY
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -191,6 +194,45 @@ def test_binary_against_numpy(row, da, db):
             check_values(y, want, want_dt)
 
 
+@pytest.mark.parametrize("dt", op_refs.DTYPES)
+@pytest.mark.parametrize("row", REDUCE, ids=ids(REDUCE))
+def test_reduce_against_numpy(row, dt):
+    """Every dim choice (None, each axis, negative, a tuple, ()) with and
+    without keepdim, on shapes with zero-size and 0-d cases, against NumPy;
+    reductions without an identity (max, min) over zero elements raise
+    ValueError at the call, as NumPy does."""
+    rng = np.random.default_rng(RNG_SEED)
+    want_dt = op_refs.reduce_result(row["rule"], dt)
+    fn = getattr(ev, row["name"])
+    if want_dt is None:
+        with pytest.raises(TypeError, match=row["name"]):
+            fn(ev.zeros(3, dtype=getattr(ev, dt)))
+        return
+    for shape in [(), (0,), (7,), (3, 5), (4, 0), (2, 3, 4)]:
+        a = op_refs.draw(rng, row["domain"], dt, shape)
+        dims = [None, ()] + [d for d in range(-len(shape), len(shape))] + \
+            ([(0, len(shape) - 1)] if len(shape) >= 2 else [])
+        if shape == ():
+            dims = [None, 0, -1]
+        for layout, make in layouts(shape):
+            x, xv = make(a)
+            for dim in dims:
+                for keepdim in (False, True):
+                    axis = dim if shape != () else None
+                    src = xv.astype(want_dt) if want_dt in op_refs.FLOATS else xv
+                    try:
+                        with np.errstate(all="ignore"), warnings.catch_warnings():
+                            warnings.simplefilter("ignore", RuntimeWarning)  # empty means
+                            want = op_refs.reference(row)(src, axis=axis, keepdims=keepdim)
+                    except ValueError:  # NumPy: zero elements and no identity
+                        with pytest.raises(ValueError, match="zero elements"):
+                            fn(x, dim, keepdim)
+                        continue
+                    got = fn(x, dim, keepdim)
+                    assert got.dtype == getattr(ev, want_dt), (row["name"], dt, dim)
+                    check_values(got, want, want_dt)
+
+
 @pytest.mark.parametrize("row", [r for r in ROWS if r["inplace"]], ids=ids(
     [r for r in ROWS if r["inplace"]]))
 def test_inplace_refuses_a_result_it_cannot_hold(row):
@@ -215,7 +257,7 @@ EDGES = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, 1e-30, 1e30, -1e30, np.inf, -np.i
 
 
 @pytest.mark.parametrize("dt", op_refs.FLOATS)
-@pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
+@pytest.mark.parametrize("row", ELEMENTWISE, ids=ids(ELEMENTWISE))
 def test_edge_values_against_numpy(row, dt):
     """Halves (rounding), signed zeros, huge values, infinities and NaN, in
     every pair for binary ops, against NumPy (NaN's sign is not compared)."""

@@ -134,12 +134,17 @@ extern PyMethodDef evpy_op_methods[];      /* module-level op functions */
 extern PyMethodDef evpy_tensor_op_methods[]; /* the same ops as Tensor methods */
 extern PyType_Slot evpy_tensor_op_slots[];   /* @ and unary +, from ops.c */
 
-/* elementwise.c: every op of the op table (include/eagervm/ops.def) as
+/* op_table.c: every op of the op table (include/eagervm/ops.def) as
  * functions (with the NumPy aliases and _op_table), as Tensor methods, and
  * as operators. */
 extern PyMethodDef evpy_elementwise_methods[];
 extern PyMethodDef evpy_tensor_elementwise_methods[];
 extern PyType_Slot evpy_tensor_elementwise_slots[];
+
+/* sum(input, dim=None, keepdim=False) and the other reductions of the op
+ * table (op: enum ev_reduce_op). (ops.c) */
+PyObject *evpy_reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
 
 /* Binary op on Python operands (Tensors or scalars), used by operators. */
 PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b);

@@ -314,8 +314,8 @@ static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
 /* -------------------------------------------------------------- reductions */
 
 /* sum/mean/prod/max/min(input, dim=None, keepdim=False); values as NumPy. */
-static PyObject *reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+PyObject *evpy_reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim", "keepdim", NULL};
     PyObject *a[3];
@@ -851,10 +851,8 @@ PyObject *evpy_call_method(evpy_impl_fn impl, int code, PyObject *self, PyObject
 }
 
 
-/* Ops bound as both a function and a method (the elementwise ones come
- * from the op table, in elementwise.c). */
-#define REDUCE_BOTH(id, name) EVPY_BOTH(name, reduce_fn, EV_REDUCE_##id)
-EV_REDUCE_OP_MAP(REDUCE_BOTH)
+/* Ops bound as both a function and a method (those of the op table are
+ * bound in op_table.c). */
 
 EVPY_BOTH(clamp, clamp_fn, 0)
 EVPY_METH(clamp_, clamp_fn, 1)
@@ -896,11 +894,8 @@ EVPY_FN(eye, eye_fn, 0)
 /* NumPy spellings of the same functions. */
 EVPY_FN(clip, clamp_fn, 0)
 
-#define REDUCE_FN_ENTRY(id, name) \
-    EVPY_FN_ENTRY(name, #name "(input, dim=None, keepdim=False): reduces over dim (all if None).")
 
 PyMethodDef evpy_op_methods[] = {
-    EV_REDUCE_OP_MAP(REDUCE_FN_ENTRY)
     EVPY_FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
     EVPY_FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
     EVPY_FN_ENTRY(argmax, "argmax(input, dim=None, keepdim=False)")
@@ -939,10 +934,8 @@ PyMethodDef evpy_op_methods[] = {
     {NULL},
 };
 
-#define REDUCE_METH_ENTRY(id, name) EVPY_METH_ENTRY(name, NULL)
 
 PyMethodDef evpy_tensor_op_methods[] = {
-    EV_REDUCE_OP_MAP(REDUCE_METH_ENTRY)
     EVPY_METH_ENTRY(clamp, NULL)
     EVPY_METH_ENTRY(clamp_, NULL)
     EVPY_METH_ENTRY(argmax, NULL)

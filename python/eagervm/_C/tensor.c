@@ -1098,7 +1098,7 @@ static void *concat_tables(void *const *tables, size_t n, size_t size, size_t ke
 int evpy_tensor_init_type(PyObject *module, evpy_state *st)
 {
     /* One method table and one slot table, gathered from the files that
-     * bind ops: this file, ops.c, elementwise.c (the op table), ops_more.c. */
+     * bind ops: this file, ops.c, op_table.c (the op table), ops_more.c. */
     static PyMethodDef *methods;
     static PyType_Slot *slots;
     if (!methods) {

@@ -1,9 +1,9 @@
-/* The elementwise ops for Python, all made from the op table
- * (include/eagervm/ops.def): module functions and their NumPy aliases,
- * Tensor methods and in-place methods, their docstrings, the operators
- * (number slots and rich comparisons), and eagervm._C._op_table(), which
- * hands the rows to Python (eagervm.__all__, the .pyi stub, the op tests and
- * bench/ops.py are built from it). */
+/* The ops of the op table (include/eagervm/ops.def) for Python, all made
+ * from it: module functions and their NumPy aliases, Tensor methods and
+ * in-place methods, their docstrings, the operators (number slots and rich
+ * comparisons), and eagervm._C._op_table(), which hands the rows to Python
+ * (eagervm.__all__, the .pyi stub, the op tests and bench/ops.py are built
+ * from it). The elementwise impls live here; the reductions' in ops.c. */
 #include <string.h>
 
 #include "evpy.h"
@@ -150,6 +150,7 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EV_UNARY(ID, name, rule, inplace, ...)           \
     EVPY_BOTH(name, unary_fn, EV_OP_##ID)                \
     EVPY_INPLACE_##inplace(EVPY_METH(name##_, unary_inplace_fn, EV_OP_##ID))
+#define EV_REDUCE(ID, name, ...) EVPY_BOTH(name, evpy_reduce_fn, EV_REDUCE_##ID)
 #define EV_BINARY_ALIAS(alias, ID, name) EVPY_FN(alias, binary_fn, EV_OP_##ID)
 #define EV_UNARY_ALIAS(alias, ID, name) EVPY_FN(alias, unary_fn, EV_OP_##ID)
 #define EVPY_INPLACE_INPLACE(x) x
@@ -167,6 +168,8 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EVPY_RULE_SHIFT "the promoted integer dtype; bool and integers only"
 #define EVPY_RULE_SAME "the input's dtype (any dtype)"
 #define EVPY_RULE_PREDICATE "bool, testing the input in its own dtype (any dtype)"
+#define EVPY_RULE_ACCUMULATE "int64 for bool and integers (wrapping), a float keeps its dtype"
+#define EVPY_RULE_FLOAT_ONLY "the input's; a float is required (cast integers first)"
 #define EVPY_INPLACE_DOC_INPLACE(name, args) "\nIn place: Tensor." #name "_(" args ")."
 #define EVPY_INPLACE_DOC_OUT_OF_PLACE(name, args) "\nNo in-place form."
 
@@ -182,6 +185,9 @@ PyMethodDef evpy_elementwise_methods[] = {
     EVPY_FN_ENTRY(name, EVPY_DOC("(input, other)", name, rule, inplace, doc, "other"))
 #define EV_UNARY(ID, name, rule, inplace, doc, ...) \
     EVPY_FN_ENTRY(name, EVPY_DOC("(input)", name, rule, inplace, doc, ""))
+#define EV_REDUCE(ID, name, rule, doc, ...) \
+    EVPY_FN_ENTRY(name, EVPY_DOC("(input, dim=None, keepdim=False)", name, rule, \
+                                 OUT_OF_PLACE, doc, ""))
 #define EV_BINARY_ALIAS(alias, ID, name) \
     EVPY_FN_ENTRY(alias, #alias "(input, other)\n--\n\nThe same as " #name ".")
 #define EV_UNARY_ALIAS(alias, ID, name) \
@@ -203,6 +209,9 @@ PyMethodDef evpy_tensor_elementwise_methods[] = {
 #define EV_UNARY(ID, name, rule, inplace, doc, ...)                             \
     EVPY_METH_ENTRY(name, EVPY_DOC("($self)", name, rule, inplace, doc, "")) \
     EVPY_INPLACE_ENTRY_##inplace(name, "($self)")
+#define EV_REDUCE(ID, name, rule, doc, ...)                                           \
+    EVPY_METH_ENTRY(name, EVPY_DOC("($self, dim=None, keepdim=False)", name, rule, \
+                                   OUT_OF_PLACE, doc, ""))
 #include "eagervm/ops.def"
     {NULL},
 };
@@ -292,6 +301,8 @@ static const op_row op_rows[] = {
     {#name, "binary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace},
 #define EV_UNARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
     {#name, "unary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace},
+#define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad) \
+    {#name, "reduce", #rule, doc, ref, #domain, #bench, grad, 0},
 #include "eagervm/ops.def"
 };
 
