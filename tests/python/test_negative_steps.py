@@ -442,3 +442,31 @@ def test_advanced_indexing_with_negative_slices():
     t[::-1, [0, 4]] = ev.tensor(w)
     a[::-1, [0, 4]] = w
     np.testing.assert_array_equal(npy(t), a)
+
+
+def test_losses_random_fills_and_setitem_from_reversed_numpy():
+    a, t = pair((5, 4))
+    logits, la = t[::-1, ::-1] / 8, a[::-1, ::-1] / 8
+    target = np.array([3, 0, 1, 2, 2, 1])
+    tt = ev.tensor(target)[::-1][1:]  # [1, 2, 2, 1, 0], negative stride
+    tgt = target[::-1][1:]
+    lse = np.log(np.exp(la).sum(1))
+    want = lse - la[np.arange(5), tgt]
+    np.testing.assert_allclose(npy(ev.cross_entropy(logits, tt, reduction="none")), want,
+                               rtol=1e-12)
+    np.testing.assert_allclose(npy(ev.cross_entropy(logits, tt)), want.mean(), rtol=1e-12)
+    np.testing.assert_array_equal(npy(ev.one_hot(tt, 4)), np.eye(4, dtype=np.int64)[tgt])
+    # Random fills through a reversed view write exactly its elements.
+    z = ev.zeros(6, 5, dtype=ev.float64)
+    z[::-2, ::-1].uniform_(1, 2)
+    zn = npy(z)
+    assert ((zn[1::2] >= 1) & (zn[1::2] < 2)).all() and (zn[::2] == 0).all()
+    z[::-1].normal_()
+    assert np.isfinite(npy(z)).all() and (npy(z) != 0).all()
+    # setitem from NumPy arrays with negative strides.
+    t[...] = a[::-1, ::-1]
+    np.testing.assert_array_equal(npy(t), a[::-1, ::-1])
+    t[::-1, 1] = np.arange(5.0)[::-1]
+    b = a[::-1, ::-1].copy()
+    b[::-1, 1] = np.arange(5.0)[::-1]
+    np.testing.assert_array_equal(npy(t), b)
