@@ -153,13 +153,16 @@ EV_API void ev_tensor_unref(ev_tensor *t);
 EV_API ev_dtype ev_tensor_dtype(const ev_tensor *t);
 EV_API int ev_tensor_ndim(const ev_tensor *t);
 EV_API const int64_t *ev_tensor_shape(const ev_tensor *t);
-/* Strides in elements (may be 0 after expand). */
+/* Strides in elements (may be 0 after expand, and negative after a slice
+ * with a negative step; elements then lie below ev_tensor_data()). */
 EV_API const int64_t *ev_tensor_strides(const ev_tensor *t);
 /* Offset of element [0,...,0] from the start of the storage, in elements. */
 EV_API int64_t ev_tensor_offset(const ev_tensor *t);
 /* Number of elements (1 for a 0-d tensor, 0 if any dimension is 0). */
 EV_API int64_t ev_tensor_numel(const ev_tensor *t);
-/* 1 if the elements are laid out in C order without gaps. */
+/* 1 if the elements are laid out in C order without gaps, ascending from
+ * ev_tensor_data() (dimensions of size 1 may have any stride; an empty
+ * tensor counts as contiguous). */
 EV_API int ev_tensor_is_contiguous(const ev_tensor *t);
 /* 1 if a and b view the same storage. */
 EV_API int ev_tensor_same_storage(const ev_tensor *a, const ev_tensor *b);
@@ -200,9 +203,22 @@ EV_API int ev_permute(ev_tensor *t, const int *dims, ev_tensor **out);
  * dimension of size 1 stretches with stride 0, and -1 keeps t's size. The
  * result aliases elements: writing through it is rejected by in-place ops. */
 EV_API int ev_expand(ev_tensor *t, int ndim, const int64_t *shape, ev_tensor **out);
-/* Python slicing t[..., start:stop:step, ...] on dimension dim: negative
- * start/stop count from the end, both are clamped to [0, size]
- * (INT64_MAX for stop means "to the end"); step must be > 0. */
+/* Python slicing t[..., start:stop:step, ...] on dimension dim, with the
+ * bounds Python writes (those of PySlice_Unpack) and the rules of
+ * PySlice_AdjustIndices: a negative start or stop counts from the end
+ * (adds size); then, for step > 0, both are clamped to [0, size] and the
+ * view takes start, start + step, ... while < stop; for step < 0, both are
+ * clamped to [-1, size - 1] and the view takes start, start + step, ...
+ * while > stop. Any int64 bound is accepted; an omitted bound is the
+ * extreme on its side: for step > 0, start 0 and stop INT64_MAX; for
+ * step < 0, start INT64_MAX (the last element) and stop INT64_MIN (past the
+ * first; -1 would mean the last element, as in Python). So t[::-1] is
+ * ev_slice(t, d, INT64_MAX, INT64_MIN, -1) and t[5:1:-2] is (5, 1, -2).
+ * The result has ceil(|stop - start| / |step|) elements in that direction
+ * (0 if stop is not beyond start), element 0 at the clamped start, and
+ * stride strides[dim] * step, which is negative for a negative step (a
+ * view with a negative stride is not contiguous). Errors: EV_EINVAL for
+ * step 0. */
 EV_API int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
                     ev_tensor **out);
 /* Removes dimension dim if its size is 1; otherwise returns a view with the

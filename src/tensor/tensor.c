@@ -289,12 +289,53 @@ int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
     return rc;
 }
 
+/* First and one-past-last element offsets that a layout touches (the
+ * lowest through negative strides, the highest through positive ones);
+ * the layout must have at least one element. */
+static void layout_extent(int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset, int64_t *lo, int64_t *hi)
+{
+    *lo = *hi = offset;
+    for (int i = 0; i < ndim; i++) {
+        int64_t span = (shape[i] - 1) * strides[i];
+        if (span < 0) {
+            *lo += span;
+        } else {
+            *hi += span;
+        }
+    }
+    *hi += 1;
+}
+
+static void extent(const ev_tensor *t, int64_t *lo, int64_t *hi)
+{
+    layout_extent(t->ndim, t->shape, t->strides, t->offset, lo, hi);
+}
+
+/* 1 if every element of the layout lies inside storage s. */
+static int view_in_storage(const ev__storage *s, ev_dtype dtype, int ndim, const int64_t *shape,
+                           const int64_t *strides, int64_t offset)
+{
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            return 1; /* no element: any offset and strides */
+        }
+    }
+    int64_t lo, hi, size = (int64_t)ev__dsize(dtype);
+    layout_extent(ndim, shape, strides, offset, &lo, &hi);
+    return lo >= 0 && hi <= (int64_t)(s->nbytes / (size_t)size);
+}
+
 int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, int64_t offset, ev_tensor **out)
 {
     if (!out) {
         return ev__set_message(EV_EINVAL, "view: out is NULL");
     }
+    /* Every view function derives its layout from t's, so a view that
+     * reaches outside the storage (below its start through a negative
+     * stride, or past its end) is a bug here, never bad input. */
+    EV_ASSERT(view_in_storage(t->storage, dtype, ndim, shape, strides, offset));
     /* relaxed: the caller holds a reference to t, hence to the storage. */
     atomic_fetch_add_explicit(&t->storage->refs, 1, memory_order_relaxed);
     int rc = tensor_struct(dtype, ndim, shape, strides, offset, t->storage, out);
@@ -316,21 +357,6 @@ int ev__same_layout(const ev_tensor *a, const ev_tensor *b)
         }
     }
     return 1;
-}
-
-/* First and one-past-last element offsets that t touches. */
-static void extent(const ev_tensor *t, int64_t *lo, int64_t *hi)
-{
-    *lo = *hi = t->offset;
-    for (int i = 0; i < t->ndim; i++) {
-        int64_t span = (t->shape[i] - 1) * t->strides[i];
-        if (span < 0) {
-            *lo += span;
-        } else {
-            *hi += span;
-        }
-    }
-    *hi += 1;
 }
 
 int ev__may_overlap(const ev_tensor *a, const ev_tensor *b)

@@ -264,6 +264,23 @@ int ev__broadcast_to(const char *fn, ev_tensor *t, int ndim, const int64_t *shap
     return expand(fn, t, ndim, shape, 0, out);
 }
 
+/* Clamps a Python-style bound as PySlice_AdjustIndices does: negative counts
+ * from the end, then into [0, size] for a positive step and [-1, size - 1]
+ * for a negative one (-1 standing for "before the first element"). Any
+ * int64 is accepted: size >= 0, so bound + size cannot overflow. */
+static int64_t clamp_bound(int64_t b, int64_t size, int64_t step)
+{
+    if (b < 0) {
+        b += size;
+        if (b < 0) {
+            b = step < 0 ? -1 : 0;
+        }
+    } else if (b >= size) {
+        b = step < 0 ? size - 1 : size;
+    }
+    return b;
+}
+
 int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
              ev_tensor **out)
 {
@@ -272,26 +289,37 @@ int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
     if (rc || (rc = ev__norm_dim("slice", dim, t->ndim, &d))) {
         return rc;
     }
-    if (step <= 0) {
-        return ev__set_message(EV_EINVAL, "slice: step must be positive, got %lld",
-                               (long long)step);
+    if (step == 0) {
+        return ev__set_message(EV_EINVAL, "slice: step must not be zero");
+    }
+    /* As Python does: -step must be representable, and a step of at least
+     * the size takes one element whatever its magnitude. */
+    if (step < -INT64_MAX) {
+        step = -INT64_MAX;
     }
     int64_t size = t->shape[d];
-    /* Python's rules: negative bounds count from the end, then clamp. */
-    if (start < 0) {
-        start = start < -size ? 0 : start + size;
+    start = clamp_bound(start, size, step);
+    stop = clamp_bound(stop, size, step);
+    /* Both bounds lie in [-1, size], so the differences cannot overflow. */
+    int64_t len = 0;
+    if (step > 0 && stop > start) {
+        len = (stop - start - 1) / step + 1;
+    } else if (step < 0 && stop < start) {
+        len = (start - stop - 1) / -step + 1;
     }
-    if (stop < 0) {
-        stop = stop < -size ? 0 : stop + size;
-    }
-    start = start > size ? size : start;
-    stop = stop > size ? size : stop;
-    int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
     int64_t shape[EV_MAX_DIMS], strides[EV_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
     shape[d] = len;
-    strides[d] = t->strides[d] * step;
+    /* With two or more elements, |step| < size and the new stride spans no
+     * more than the old dimension did; with fewer, any stride will do, and
+     * a huge step must not overflow it. */
+    if (len > 1 && __builtin_mul_overflow(t->strides[d], step, &strides[d])) {
+        return ev__set_message(EV_EINVAL, "slice: stride %lld times step %lld overflows",
+                               (long long)t->strides[d], (long long)step);
+    }
+    /* The first element is the one at start, whichever way the view walks;
+     * an empty view keeps t's offset (start may be -1 or size then). */
     int64_t offset = t->offset + (len > 0 ? start * t->strides[d] : 0);
     return ev__tensor_alias(t, t->dtype, t->ndim, shape, strides, offset, out);
 }

@@ -425,6 +425,99 @@ static int in_dim_range(int d, int nd)
     return nd > 0 && d >= -nd && d < nd;
 }
 
+/* A slice bound (step = 0) or step (step = 1): mostly small values of
+ * either sign (a step of 0 among them), sometimes the extremes that stand
+ * for omitted bounds, or raw int64s. */
+static int64_t slice_arg(reader *r, int step)
+{
+    uint8_t c = u8(r);
+    if (c >= 0xF0) {
+        static const int64_t ext[4] = {INT64_MIN, INT64_MAX, -INT64_MAX, 0};
+        return (c & 3) == 3 ? i64(r) : ext[c & 3];
+    }
+    return step ? (int64_t)(c % 7) - 3 : (int64_t)(int8_t)c % 6;
+}
+
+/* Checks v = ev_slice(t, d, start, stop, step) against Python's rules
+ * (PySlice_AdjustIndices): its shape, strides and offset, that every
+ * element lies inside t, and (read: a sync point) for small tensors its
+ * values against t's. */
+static void check_slice(fz *f, ev_tensor *t, int d, int64_t start, int64_t stop, int64_t step,
+                        ev_tensor *v, int read)
+{
+    int nd = ev_tensor_ndim(t);
+    int64_t size = ev_tensor_shape(t)[d];
+    step = step < -INT64_MAX ? -INT64_MAX : step;
+    int64_t b[2] = {start, stop};
+    for (int k = 0; k < 2; k++) {
+        if (b[k] < 0) {
+            b[k] = b[k] < -size ? (step < 0 ? -1 : 0) : b[k] + size;
+        } else if (b[k] >= size) {
+            b[k] = step < 0 ? size - 1 : size;
+        }
+    }
+    int64_t len = 0;
+    if (step > 0 && b[1] > b[0]) {
+        len = (b[1] - b[0] - 1) / step + 1;
+    } else if (step < 0 && b[1] < b[0]) {
+        len = (b[0] - b[1] - 1) / -step + 1;
+    }
+    FZ_CHECK(ev_tensor_ndim(v) == nd, "slice: ndim %d, want %d", ev_tensor_ndim(v), nd);
+    const int64_t *ts = ev_tensor_strides(t), *vs = ev_tensor_strides(v);
+    for (int i = 0; i < nd; i++) {
+        int64_t want = i == d ? len : ev_tensor_shape(t)[i];
+        FZ_CHECK(ev_tensor_shape(v)[i] == want, "slice: size %lld in dimension %d, want %lld",
+                 (long long)ev_tensor_shape(v)[i], i, (long long)want);
+        FZ_CHECK(i == d || vs[i] == ts[i], "slice: stride of dimension %d changed", i);
+    }
+    if (ev_tensor_numel(v) == 0) {
+        return;
+    }
+    /* The first and last elements along d are elements of t. */
+    int64_t last;
+    FZ_CHECK(!__builtin_mul_overflow(len - 1, step, &last) && b[0] >= 0 && b[0] < size &&
+                 b[0] + last >= 0 && b[0] + last < size,
+             "slice: elements %lld..%lld+(%lld-1)*%lld outside size %lld", (long long)b[0],
+             (long long)b[0], (long long)len, (long long)step, (long long)size);
+    FZ_CHECK(ev_tensor_offset(v) == ev_tensor_offset(t) + b[0] * ts[d],
+             "slice: offset %lld, want %lld", (long long)ev_tensor_offset(v),
+             (long long)(ev_tensor_offset(t) + b[0] * ts[d]));
+    FZ_CHECK(len == 1 || vs[d] == ts[d] * step, "slice: stride %lld, want %lld * %lld",
+             (long long)vs[d], (long long)ts[d], (long long)step);
+    if (!read || ev_tensor_numel(t) > 4096) {
+        return;
+    }
+    /* Values: element e of v is t's element with index d moved to
+     * b[0] + i * step. A poisoned t fails both reads alike. */
+    size_t es = ev_dtype_size(ev_tensor_dtype(t));
+    int64_t nt = ev_tensor_numel(t), nv = ev_tensor_numel(v);
+    char *bt = malloc((size_t)nt * es), *bv = malloc((size_t)nv * es);
+    int rt = ev_to_host(&f->ex, t, bt), rv = ev_to_host(&f->ex, v, bv);
+    check_wait_rc(f, rt, "to_host of a sliced tensor");
+    check_wait_rc(f, rv, "to_host of a slice");
+    if (rt == 0 && rv == 0) {
+        int64_t idx[EV_MAX_DIMS] = {0};
+        for (int64_t e = 0; e < nv; e++) {
+            int64_t flat = 0;
+            for (int i = 0; i < nd; i++) {
+                int64_t j = i == d ? b[0] + idx[i] * step : idx[i];
+                flat = flat * ev_tensor_shape(t)[i] + j;
+            }
+            FZ_CHECK(memcmp(bv + e * (int64_t)es, bt + flat * (int64_t)es, es) == 0,
+                     "slice: element %lld differs from the sliced tensor's %lld",
+                     (long long)e, (long long)flat);
+            for (int i = nd - 1; i >= 0; i--) {
+                if (++idx[i] < ev_tensor_shape(v)[i]) {
+                    break;
+                }
+                idx[i] = 0;
+            }
+        }
+    }
+    free(bt);
+    free(bv);
+}
+
 static void do_view(fz *f, reader *r)
 {
     ev_tensor *t = pick(f, r);
@@ -438,11 +531,11 @@ static void do_view(fz *f, reader *r)
     switch (u8(r) % 9) {
     case 0: {
         int d = s8(r) % (nd + 2);
-        int64_t start = s8(r) % 6, stop = (u8(r) & 1) ? INT64_MAX : s8(r) % 6;
-        int64_t step = (int64_t)(u8(r) % 4) - 1;
+        int64_t start = slice_arg(r, 0), stop = slice_arg(r, 0), step = slice_arg(r, 1);
         rc = ev_slice(t, d, start, stop, step, &out);
-        if (in_dim_range(d, nd) && step > 0) {
+        if (in_dim_range(d, nd) && step != 0) {
             expect_ok(rc, "slice");
+            check_slice(f, t, d < 0 ? d + nd : d, start, stop, step, out, u8(r) & 1);
         } else {
             expect_err(rc, "slice");
         }

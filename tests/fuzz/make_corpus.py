@@ -42,6 +42,27 @@ def seed(i):
     return bytes(out)
 
 
+def negative_steps():
+    """A hand-written seed: slices with negative steps (x[::-1], x[..., 1::-1],
+    x[:, 3:0:-2]) read back, an in-place add whose input overlaps its
+    reversed output, and ops (mul, sum, matmul) on the reversed views."""
+    ext_max, ext_min = 0xF1, 0xF0  # slice_arg's INT64_MAX and INT64_MIN
+    steps = [
+        [0, 3, 3, 3, 4, 2, 6, 1, 0],                   # slot 0: rand float32 [3, 4, 2]
+        [0, 4, 2, 4, 4, 6, 1, 1],                      # slot 1: rand float64 [4, 4]
+        [4, 0, 0, 0, ext_max, ext_min, 2, 1, 3],       # slot 3 = slot 0[::-1], read
+        [4, 3, 0, 0xFF, 1, ext_min, 2, 1, 4],          # slot 4 = slot 3[..., 1::-1]
+        [4, 1, 0, 1, 3, 0, 1, 0, 5],                   # slot 5 = slot 1[:, 3:0:-2]
+        [4, 1, 0, 0, ext_max, ext_min, 2, 1, 6],       # slot 6 = slot 1[::-1]
+        [6, 6, 1, 0, 0],                               # slot 6 += slot 1 (overlapping)
+        [6, 3, 0, 2, 1, 7],                            # slot 7 = slot 3 * slot 0
+        [8, 4, 0, 0, 1, 1, 1, 0, 8],                   # slot 8 = sum(slot 4, 1)
+        [9, 6, 5, 9],                                  # slot 9 = slot 6 @ slot 5
+        [12, 0, 6],                                    # to_host(slot 6)
+    ]
+    return bytes([7] + [b for s in steps for b in s] + [12, 3, 12, 0, 0])
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -49,7 +70,9 @@ def main():
     for i in range(N_SEEDS):
         with open(os.path.join(outdir, "seed-%02d" % i), "wb") as f:
             f.write(seed(i))
-    print("wrote %d seeds to %s" % (N_SEEDS, outdir))
+    with open(os.path.join(outdir, "seed-negative-steps"), "wb") as f:
+        f.write(negative_steps())
+    print("wrote %d seeds to %s" % (N_SEEDS + 1, outdir))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ every step twice: in eagervm (asynchronously, on 2-3 asyncs.Threads entered and
 left at random) and in NumPy (eagerly, the model). Steps cover the op set:
 elementwise binary ops with broadcasting, type promotion and Python scalars;
 unary ops; reductions with dims and keepdim; matmul; views (basic indexing
-with steps and None, reshape/view/flatten, transpose/permute/T, expand,
-unsqueeze/squeeze, contiguous) and writes through them (in-place ops,
+with steps of either sign and None, reshape/view/flatten, transpose/permute/T,
+expand, unsqueeze/squeeze, contiguous) and writes through them (in-place ops,
 setitem, copy_, fill_); where/cat/stack/index_select/gather/take, tensor and
 mask indexing; casts; sync points (numpy(), tolist(), __array__, item()) in
 the middle; synchronize(); deletions; a Thread dropped and made anew. At the
@@ -20,7 +20,6 @@ program Hypothesis shrank it to, ready to paste (`ev` is eagervm, `np` NumPy).
 How the generator handles eagervm's intentional differences from NumPy (see
 tests/python/test_ops.py and the module docs) -- it never generates what
 eagervm refuses on purpose, and models what it does differently:
-- negative slice steps are refused (ValueError): only positive steps;
 - max/min(x, dim) return values only (NumPy's max): modelled so;
 - Python scalars are weak (NumPy 1.24 value-based casting for small values),
   but a float scalar with a bool or integer tensor has dtype float32 (so bool
@@ -319,7 +318,8 @@ def factor_shape(data, n):
 
 
 def basic_key(data, shape):
-    """A basic index: ints, positive-step slices, None, maybe one Ellipsis."""
+    """A basic index: ints, slices with either sign of step, None, maybe one
+    Ellipsis."""
     nd = len(shape)
     k = data.draw(st.integers(0, nd), label="dims indexed")
     before = data.draw(st.integers(0, k), label="before ...") \
@@ -338,7 +338,8 @@ def basic_key(data, shape):
         else:
             lo = data.draw(st.one_of(st.none(), st.integers(-d - 1, d + 1)))
             hi = data.draw(st.one_of(st.none(), st.integers(-d - 1, d + 1)))
-            step = data.draw(st.one_of(st.none(), st.integers(1, 3)))
+            step = data.draw(st.one_of(st.none(), st.integers(1, 3),
+                                       st.integers(-3, -1)))
             key.append(slice(lo, hi, step))
     if before is not None and before == len(dims):
         key.append(Ellipsis)

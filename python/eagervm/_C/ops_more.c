@@ -1223,8 +1223,9 @@ static int dl_dtype(ev_dtype d, DLDataType *out)
 }
 
 /* t.__dlpack__(stream=None): a sync point (waits for t), then a capsule
- * that shares t's memory. Writes through the consumer's view are only safe
- * while no op is queued on t. */
+ * that shares t's memory (or a copy's, for an expanded tensor or one with a
+ * negative stride). Writes through the consumer's view are only safe while
+ * no op is queued on t. */
 static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
@@ -1249,12 +1250,14 @@ static PyObject *tensor_dlpack(PyObject *self, PyObject *const *args, Py_ssize_t
     if (!ctx) {
         return PyErr_NoMemory();
     }
-    /* DLPack allows strides, but stride-0 (expanded) tensors confuse some
-     * consumers: export expanded tensors as a copy. */
+    /* DLPack allows any strides, but consumers do not all take them: stride-0
+     * (expanded) tensors confuse some, and PyTorch and TensorFlow reject
+     * negative strides (PyTorch versions have aborted on them). Export those
+     * as a contiguous copy, which shares nothing with t. */
     ev_tensor *src = ev_tensor_ref(t);
     int nd = ev_tensor_ndim(t);
     for (int i = 0; i < nd; i++) {
-        if (ev_tensor_strides(t)[i] == 0 && ev_tensor_shape(t)[i] > 1) {
+        if (ev_tensor_strides(t)[i] <= 0 && ev_tensor_shape(t)[i] > 1) {
             ev_tensor_unref(src);
             int rc = ev_contiguous(&ex, t, &src);
             if (rc) {

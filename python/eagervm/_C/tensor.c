@@ -832,6 +832,13 @@ static int tensor_bool(PyObject *self)
 
 /* ---------------------------------------------------------------- indexing */
 
+/* A bound from PySlice_Unpack as an int64: a bound clipped to Py_ssize_t
+ * means "past that end", whatever the platform's Py_ssize_t. */
+static int64_t py_bound(Py_ssize_t v)
+{
+    return v == PY_SSIZE_T_MAX ? INT64_MAX : v == PY_SSIZE_T_MIN ? INT64_MIN : (int64_t)v;
+}
+
 /* Applies an index (int, slice, None, Ellipsis, or a tuple of those) as a
  * chain of views of t. Returns a new reference in *out. */
 static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
@@ -887,13 +894,11 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
                 ev_tensor_unref(cur);
                 return -1;
             }
-            if (step <= 0) {
-                ev_tensor_unref(cur);
-                PyErr_SetString(PyExc_ValueError, "slice step must be positive");
-                return -1;
-            }
-            rc = ev_slice(cur, dim, start, stop == PY_SSIZE_T_MAX ? INT64_MAX : stop, step,
-                          &next);
+            /* PySlice_Unpack has raised for a zero step and clipped the
+             * bounds to Py_ssize_t, an omitted one to its extreme; ev_slice
+             * clamps them as PySlice_AdjustIndices would, for either sign
+             * of step. */
+            rc = ev_slice(cur, dim, py_bound(start), py_bound(stop), py_bound(step), &next);
             dim++;
         } else {
             Py_ssize_t idx = PyNumber_AsSsize_t(it, PyExc_IndexError);
