@@ -33,7 +33,10 @@ except ImportError:
     torch = None
 
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
-CASE_KINDS = ("elementwise", "reduction")
+CASE_KINDS = ("elementwise", "reduction", "clamp", "rowwise", "matmul", "view", "copy",
+              "creation")
+# The shapes of the EV_FUNC kinds' input x at each size (matmul: 32 and 1024 square).
+FUNC_SHAPES = {"1K": (32, 32), "1M": (1024, 1024)}
 
 
 class Case:
@@ -86,13 +89,62 @@ def reduction_cases(row):
                     # torch.max(x, dim) also returns indices: use amax/amin there.
                     tf = {"max": torch.amax, "min": torch.amin}.get(row["name"], t_fn)
                     run_t = (lambda: tf(ta)) if dim is None else (lambda: tf(ta, dim))
-                return (lambda: ev_fn(ea, dim)), (lambda: np_fn(a, axis=dim)), run_t
+                return (lambda: ev_fn(ea, dim)), (lambda: np_fn(a, dim)), run_t
             out.append(Case(f"{row['name']} {dt} {size} {what}", size, make))
     return out
 
 
+def func_cases(row):
+    """An EV_FUNC row called with its example arguments on a float32 x of 1K
+    and 1M elements, as function (or method), beside its NumPy reference and
+    the PyTorch function of the same name when one takes the same arguments."""
+    name, bound = row["name"], row["bound"]
+    np_fn = refs.reference(row)
+    out = []
+    for size, shape in FUNC_SHAPES.items():
+        def make(shape=shape):
+            xn = np.random.default_rng(0).uniform(-3, 3, shape).astype(np.float32)
+            x = ev.tensor(xn)
+            a_ev = eval(row["example"], {"x": x, "xn": xn, "ev": ev})
+            a_np = eval(row["example"], {"x": xn, "xn": xn, "ev": ev})
+            if bound == "FN":
+                run_ev = lambda: getattr(ev, name)(*a_ev)  # noqa: E731
+                run_np = lambda: np_fn(*a_np)  # noqa: E731
+            elif bound == "BOTH":
+                run_ev = lambda: getattr(ev, name)(x, *a_ev)  # noqa: E731
+                run_np = lambda: np_fn(xn, *a_np)  # noqa: E731
+            else:
+                run_ev = lambda: getattr(x, name)(*a_ev)  # noqa: E731
+                run_np = lambda: np_fn(xn, *a_np)  # noqa: E731
+            return run_ev, run_np, _torch_func(row, xn)
+        out.append(Case(f"{name} float32 {size}", size, make))
+    return out
+
+
+def _torch_func(row, xn):
+    """PyTorch's function (or method) of the row's name on the same arguments,
+    or None when it has none that takes them."""
+    if torch is None:
+        return None
+    t = torch.from_numpy(xn.copy())
+    try:
+        args = eval(row["example"], {"x": t, "xn": xn, "ev": torch})
+        if row["bound"] == "METHOD":
+            fn = getattr(t, row["name"])
+            fn(*args)
+            return lambda: fn(*args)
+        fn = getattr(torch, row["name"])
+        call = (lambda: fn(*args)) if row["bound"] == "FN" else (lambda: fn(t, *args))
+        call()
+        return call
+    except Exception:  # no such function, or other arguments: no PyTorch figure
+        return None
+
+
 def cases_for(row):
     """The benchmark cases of one table row."""
+    if row["family"] == "func":
+        return func_cases(row)
     if row["bench"] == "reduction":
         return reduction_cases(row)
     if row["bench"] != "elementwise":
@@ -180,7 +232,7 @@ def main(argv=None):
         if only and row["name"] not in only:
             continue
         for case in cases_for(row):
-            if args.quick and not case.name.endswith(("contiguous", "all")):
+            if args.quick and not case.name.endswith(("contiguous", "all", "1K", "1M")):
                 continue
             t_ev, t_np, t_t = measure(case, repeats)
             r_np = t_np / t_ev

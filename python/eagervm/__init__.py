@@ -26,20 +26,14 @@ from . import _C  # noqa: E402
 # What is not in the op table yet, by hand; every op of the table
 # (include/eagervm/ops.def) and its aliases join below, from the table.
 _HAND_WRITTEN = (
-    "Tensor", "dtype", "bool", "int32", "int64", "float32", "float64",
-    "tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like", "zeros_like",
-    "ones_like", "full_like", "arange", "linspace", "eye",
-    "clamp", "clip", "cast",
-    "argmax", "argmin", "var", "std", "softmax",
-    "log_softmax", "matmul",
-    "view", "reshape", "expand", "permute", "flatten", "transpose", "squeeze", "unsqueeze",
-    "contiguous", "clone", "synchronize",
+    "Tensor", "dtype", "bool", "int32", "int64", "float32", "float64", "synchronize",
     "where", "cat", "concat", "concatenate", "stack", "index_select", "gather", "take",
     "scatter_add", "rand", "randn", "randint", "rand_like", "randn_like", "manual_seed",
     "Generator", "default_generator", "from_dlpack", "one_hot", "cross_entropy", "randperm",
 )
 _OP_TABLE = _C._op_table()
-_FROM_TABLE = tuple([row["name"] for row in _OP_TABLE["ops"]] +
+# The table's functions (its METHOD rows are Tensor methods only).
+_FROM_TABLE = tuple([row["name"] for row in _OP_TABLE["ops"] if row["bound"] != "METHOD"] +
                     [alias for alias, _ in _OP_TABLE["aliases"]])
 globals().update({_name: getattr(_C, _name) for _name in _HAND_WRITTEN + _FROM_TABLE})
 

@@ -40,6 +40,117 @@ def gelu(x):
     return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
 
 
+# References of the EV_FUNC rows, taking the arguments eagervm takes.
+
+def clamp(x, lo=None, hi=None):
+    return np.clip(x, lo, hi).astype(x.dtype)
+
+
+def argmax(x, dim=None, keepdim=False):
+    return np.argmax(x, axis=dim, keepdims=keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return np.argmin(x, axis=dim, keepdims=keepdim)
+
+
+def var(x, dim=None, correction=1, keepdim=False):
+    return np.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+def std(x, dim=None, correction=1, keepdim=False):
+    return np.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+def softmax(x, dim):
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def log_softmax(x, dim):
+    m = np.max(x, axis=dim, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
+
+
+def reshape(x, *shape):
+    return np.reshape(x, shape)
+
+
+def expand(x, *shape):
+    return np.broadcast_to(x, shape)
+
+
+def permute(x, *dims):
+    return np.transpose(x, dims)
+
+
+def squeeze(x, dim=None):
+    return np.squeeze(x, axis=dim)
+
+
+def copy_into(x, src):
+    return np.broadcast_to(src, x.shape).astype(x.dtype)
+
+
+def fill(x, value):
+    return np.full_like(x, value)
+
+
+def _np_dtype(dtype):
+    return np.dtype(getattr(dtype, "name", dtype))
+
+
+def cast(x, dtype):
+    return x.astype(_np_dtype(dtype))
+
+
+def tensor(data, dtype=None):
+    return np.array(data, dtype=None if dtype is None else _np_dtype(dtype))
+
+
+def _size(size):
+    return tuple(size[0]) if len(size) == 1 and not np.isscalar(size[0]) else size
+
+
+def empty(*size, dtype=None):
+    return np.empty(_size(size), np.float32 if dtype is None else _np_dtype(dtype))
+
+
+def zeros(*size, dtype=None):
+    return np.zeros(_size(size), np.float32 if dtype is None else _np_dtype(dtype))
+
+
+def ones(*size, dtype=None):
+    return np.ones(_size(size), np.float32 if dtype is None else _np_dtype(dtype))
+
+
+def full(size, value, dtype=None):
+    dt = _np_dtype(dtype) if dtype is not None else (np.float32 if isinstance(value, float)
+                                                     else np.int64)
+    return np.full(size, value, dt)
+
+
+def arange(start, end=None, step=1, dtype=None):
+    r = np.arange(start, end, step) if end is not None else np.arange(start)
+    return r.astype(np.int64 if r.dtype.kind == "i" else np.float32)
+
+
+def linspace(start, end, steps, dtype=None):
+    return np.linspace(start, end, steps, dtype=np.float32 if dtype is None else
+                       _np_dtype(dtype))
+
+
+def eye(n, m=None, dtype=None):
+    return np.eye(n, m, dtype=np.float32 if dtype is None else _np_dtype(dtype))
+
+
+# Ops whose values are unset (only shape and dtype are compared).
+UNSET_VALUES = ("empty", "empty_like")
+# Ops that refuse an input whose strides do not allow a view (as PyTorch's
+# view; NumPy's reshape copies instead).
+NEEDS_VIEWABLE_STRIDES = ("view",)
+
+
 def reference(row):
     """The callable a row's `ref` names (np.<f> or refs.<f>)."""
     import sys

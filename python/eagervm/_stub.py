@@ -173,6 +173,8 @@ def _table_members(table):
     """The Tensor members the table makes, as {name: stub line}, in table order."""
     members = {}
     for row in table["ops"]:
+        if row.get("bound") == "FN":
+            continue  # a function only
         names = [row["name"], row["name"] + "_"] if row["inplace"] else [row["name"]]
         for name in names:
             params = _table_params(getattr(eagervm.Tensor, name), method=True)
@@ -249,7 +251,8 @@ def _class(cls, table_members=None):
 def render():
     """The text of eagervm/__init__.pyi for the imported eagervm."""
     table = eagervm._C._op_table()
-    table_names = [r["name"] for r in table["ops"]]
+    # The table's functions: METHOD rows bind only a Tensor method.
+    table_names = [r["name"] for r in table["ops"] if r.get("bound") != "METHOD"]
     alias_names = [a for a, _ in table["aliases"]]
     public = sorted(eagervm.__all__)
     if len(public) != len(set(public)):

@@ -20,6 +20,7 @@ ROWS = TABLE["ops"]
 BINARY = [r for r in ROWS if r["family"] == "binary"]
 UNARY = [r for r in ROWS if r["family"] == "unary"]
 REDUCE = [r for r in ROWS if r["family"] == "reduce"]
+FUNC = [r for r in ROWS if r["family"] == "func"]
 ELEMENTWISE = BINARY + UNARY
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -46,7 +47,12 @@ def ids(rows):
 def test_row_is_complete(row):
     assert row["doc"] and row["doc"][0].isupper() and row["doc"].endswith("."), row["doc"]
     assert callable(op_refs.reference(row)), row["ref"]
-    assert row["domain"] in op_refs.DOMAINS
+    if row["family"] == "func":
+        assert row["bound"] in ("BOTH", "FN", "METHOD")
+        x = np.zeros((2, 3), np.float32)
+        assert isinstance(eval(row["example"], {"x": x, "xn": x, "ev": ev}), tuple)
+    else:
+        assert row["domain"] in op_refs.DOMAINS
     assert row["bench"] in bench_ops.CASE_KINDS, "no benchmark case for " + row["name"]
     assert bench_ops.cases_for(row), "bench/ops.py makes no case of " + row["name"]
     assert isinstance(row["grad"], str)
@@ -55,6 +61,16 @@ def test_row_is_complete(row):
 @pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
 def test_row_is_bound_as_the_table_says(row):
     name = row["name"]
+    if row["family"] == "func":
+        if row["bound"] != "METHOD":
+            fn = getattr(ev, name)
+            assert fn is getattr(ev._C, name) and name in ev.__all__
+            assert row["doc"] in fn.__doc__
+        else:
+            assert name not in ev.__all__ and not hasattr(ev._C, name)
+        if row["bound"] != "FN":
+            assert row["doc"] in getattr(ev.Tensor, name).__doc__
+        return
     fn = getattr(ev, name)
     assert fn is getattr(ev._C, name) and name in ev.__all__
     assert row["doc"] in fn.__doc__ and "Result dtype:" in fn.__doc__
@@ -231,6 +247,48 @@ def test_reduce_against_numpy(row, dt):
                     got = fn(x, dim, keepdim)
                     assert got.dtype == getattr(ev, want_dt), (row["name"], dt, dim)
                     check_values(got, want, want_dt)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("row", FUNC, ids=ids(FUNC))
+def test_func_against_numpy(row, transposed):
+    """Each EV_FUNC row called with its example arguments (on a contiguous and
+    a transposed input), as function and as method where it is both, against
+    its NumPy reference called with the same arguments."""
+    rng = np.random.default_rng(RNG_SEED)
+    xn = rng.uniform(-3, 3, (4, 6)).astype(np.float32)
+    if transposed:
+        xn = np.ascontiguousarray(xn.T).T  # the same values, Fortran order
+        x = ev.tensor(np.ascontiguousarray(xn.T)).transpose(0, 1)
+    else:
+        x = ev.tensor(xn)
+    args_ev = eval(row["example"], {"x": x, "xn": xn, "ev": ev})
+    args_np = eval(row["example"], {"x": xn.copy(), "xn": xn, "ev": ev})
+    ref = op_refs.reference(row)
+    name, bound = row["name"], row["bound"]
+    if bound == "FN":
+        results = [getattr(ev, name)(*args_ev)]
+        want = ref(*args_np)
+    elif bound == "BOTH":
+        if transposed and name in op_refs.NEEDS_VIEWABLE_STRIDES:
+            with pytest.raises(ValueError, match="reshape"):
+                getattr(ev, name)(x, *args_ev)
+            return
+        results = [getattr(ev, name)(x, *args_ev), getattr(x, name)(*args_ev)]
+        want = ref(xn.copy(), *args_np)
+    else:  # a method, maybe in place: run it on a copy
+        y = ev.tensor(np.ascontiguousarray(xn))
+        got = getattr(y, name)(*args_ev)
+        if name.endswith("_"):
+            assert got is y
+        results = [got]
+        want = ref(xn.copy(), *args_np)
+    want = np.asarray(want)
+    for got in results:
+        g = got.numpy()
+        assert g.dtype == want.dtype and g.shape == want.shape, (name, g.dtype, want.dtype)
+        if name not in op_refs.UNSET_VALUES:
+            np.testing.assert_allclose(g, want, rtol=2e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r["inplace"]], ids=ids(

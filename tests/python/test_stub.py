@@ -99,6 +99,18 @@ def test_stub_types_every_table_op_its_methods_and_operators():
     tensor = _class(tree, "Tensor")
     arity = {"binary": 1, "unary": 0, "reduce": 0}
     for row in TABLE["ops"]:
+        if row["family"] == "func":
+            # Its own signature: tensors where it names input or other.
+            for fn in ([functions[row["name"]]] if row["bound"] != "METHOD" else []) + \
+                    ([tensor[row["name"]]] if row["bound"] != "FN" else []):
+                assert ast.unparse(fn.returns) == "Tensor", row["name"]
+                for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+                    if a.arg != "self":
+                        want = "TensorLike" if a.arg in ("input", "other") else "Any"
+                        assert ast.unparse(a.annotation) == want, (row["name"], a.arg)
+            assert row["bound"] != "METHOD" or row["name"] not in functions
+            assert row["bound"] != "FN" or row["name"] not in tensor
+            continue
         name, n = row["name"], arity[row["family"]]
         assert _is_table_def(functions[name], n + 1, method=False), name
         assert _is_table_def(tensor[name], n, method=True), "Tensor." + name
@@ -131,7 +143,7 @@ def test_stub_describes_the_rest_by_introspection():
     # where it left self out; a missing one gives (*args, **kwargs).
     assert ast.unparse(tensor["size"].args) == "self, dim: Any=None"
     assert ast.unparse(generator["__new__"].args) == "cls, device: Any='cpu', *, seed: Any=0"
-    assert ast.unparse(tensor["var"].args) == "self, *args: Any, **kwargs: Any"
+    assert ast.unparse(tensor["where"].args) == "self, *args: Any, **kwargs: Any"
     assert "__new__" not in tensor and "__init__" not in tensor  # tensors come from functions
     text = _shipped()
     for name in ("bool", "int32", "int64", "float32", "float64"):

@@ -130,16 +130,22 @@ void evpy_wait_atfork_child(void);
 
 /* ------------------------------------------------------------- ops, asyncs */
 
-extern PyMethodDef evpy_op_methods[];      /* module-level op functions */
-extern PyMethodDef evpy_tensor_op_methods[]; /* the same ops as Tensor methods */
 extern PyType_Slot evpy_tensor_op_slots[];   /* @ and unary +, from ops.c */
 
 /* op_table.c: every op of the op table (include/eagervm/ops.def) as
  * functions (with the NumPy aliases and _op_table), as Tensor methods, and
  * as operators. */
-extern PyMethodDef evpy_elementwise_methods[];
-extern PyMethodDef evpy_tensor_elementwise_methods[];
-extern PyType_Slot evpy_tensor_elementwise_slots[];
+extern PyMethodDef evpy_table_methods[];
+extern PyMethodDef evpy_tensor_table_methods[];
+extern PyType_Slot evpy_tensor_table_slots[];
+
+/* The bindings the op table's EV_FUNC rows name (ops.c; codes select a
+ * variant): each takes (input, ...) as a function takes them. */
+#define EV_FUNC(name, binding, ...) \
+    PyObject *binding(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs, \
+                      PyObject *kwnames);
+#include "eagervm/ops.def"
+enum { EVPY_V_VIEW, EVPY_V_RESHAPE, EVPY_V_EXPAND, EVPY_V_PERMUTE };
 
 /* sum(input, dim=None, keepdim=False) and the other reductions of the op
  * table (op: enum ev_reduce_op). (ops.c) */

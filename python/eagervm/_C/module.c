@@ -406,8 +406,7 @@ static int module_exec(PyObject *m)
         evpy_more_init(m, st) < 0) {
         return -1;
     }
-    if (PyModule_AddFunctions(m, evpy_op_methods) < 0 ||
-        PyModule_AddFunctions(m, evpy_elementwise_methods) < 0 ||
+    if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_profile_methods) < 0) {
         return -1;

@@ -153,6 +153,10 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EV_REDUCE(ID, name, ...) EVPY_BOTH(name, evpy_reduce_fn, EV_REDUCE_##ID)
 #define EV_BINARY_ALIAS(alias, ID, name) EVPY_FN(alias, binary_fn, EV_OP_##ID)
 #define EV_UNARY_ALIAS(alias, ID, name) EVPY_FN(alias, unary_fn, EV_OP_##ID)
+#define EVPY_BIND_BOTH(name, binding, code) EVPY_BOTH(name, binding, code)
+#define EVPY_BIND_FN(name, binding, code) EVPY_FN(name, binding, code)
+#define EVPY_BIND_METHOD(name, binding, code) EVPY_METH(name, binding, code)
+#define EV_FUNC(name, binding, code, bound, ...) EVPY_BIND_##bound(name, binding, code)
 #define EVPY_INPLACE_INPLACE(x) x
 #define EVPY_INPLACE_OUT_OF_PLACE(x)
 #include "eagervm/ops.def"
@@ -180,7 +184,7 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
     #name "_" sig "\n--\n\nIn place: self = " #name "(self, ...), returning self; the result " \
     "must cast to self's dtype within its kind (bool < integer < float)."
 
-PyMethodDef evpy_elementwise_methods[] = {
+PyMethodDef evpy_table_methods[] = {
 #define EV_BINARY(ID, name, rule, inplace, doc, ...) \
     EVPY_FN_ENTRY(name, EVPY_DOC("(input, other)", name, rule, inplace, doc, "other"))
 #define EV_UNARY(ID, name, rule, inplace, doc, ...) \
@@ -188,6 +192,10 @@ PyMethodDef evpy_elementwise_methods[] = {
 #define EV_REDUCE(ID, name, rule, doc, ...) \
     EVPY_FN_ENTRY(name, EVPY_DOC("(input, dim=None, keepdim=False)", name, rule, \
                                  OUT_OF_PLACE, doc, ""))
+#define EVPY_FN_DOC_BOTH(name, args, doc) EVPY_FN_ENTRY(name, #name "(input" args ")\n--\n\n" doc)
+#define EVPY_FN_DOC_FN(name, args, doc) EVPY_FN_ENTRY(name, #name args "\n--\n\n" doc)
+#define EVPY_FN_DOC_METHOD(name, args, doc)
+#define EV_FUNC(name, binding, code, bound, args, doc, ...) EVPY_FN_DOC_##bound(name, args, doc)
 #define EV_BINARY_ALIAS(alias, ID, name) \
     EVPY_FN_ENTRY(alias, #alias "(input, other)\n--\n\nThe same as " #name ".")
 #define EV_UNARY_ALIAS(alias, ID, name) \
@@ -199,7 +207,7 @@ PyMethodDef evpy_elementwise_methods[] = {
     {NULL},
 };
 
-PyMethodDef evpy_tensor_elementwise_methods[] = {
+PyMethodDef evpy_tensor_table_methods[] = {
 #define EVPY_INPLACE_ENTRY_INPLACE(name, sig) \
     EVPY_METH_ENTRY(name##_, EVPY_INPLACE_METH_DOC(sig, name))
 #define EVPY_INPLACE_ENTRY_OUT_OF_PLACE(name, sig)
@@ -212,6 +220,11 @@ PyMethodDef evpy_tensor_elementwise_methods[] = {
 #define EV_REDUCE(ID, name, rule, doc, ...)                                           \
     EVPY_METH_ENTRY(name, EVPY_DOC("($self, dim=None, keepdim=False)", name, rule, \
                                    OUT_OF_PLACE, doc, ""))
+#define EVPY_METH_DOC_BOTH(name, args, doc) \
+    EVPY_METH_ENTRY(name, #name "($self" args ")\n--\n\n" doc)
+#define EVPY_METH_DOC_FN(name, args, doc)
+#define EVPY_METH_DOC_METHOD(name, args, doc) EVPY_METH_DOC_BOTH(name, args, doc)
+#define EV_FUNC(name, binding, code, bound, args, doc, ...) EVPY_METH_DOC_##bound(name, args, doc)
 #include "eagervm/ops.def"
     {NULL},
 };
@@ -276,7 +289,7 @@ static PyObject *richcompare(PyObject *a, PyObject *b, int op)
     return evpy_binary(evpy_state_of_pair(a, b), ops[op], a, b);
 }
 
-PyType_Slot evpy_tensor_elementwise_slots[] = {
+PyType_Slot evpy_tensor_table_slots[] = {
 #define EV_BINARY_OPERATOR(slot, ID, symbol) \
     {Py_nb_##slot, nb_##slot}, {Py_nb_inplace_##slot, nb_inplace_##slot},
 #define EV_BINARY_OPERATOR3(slot, ID, symbol) \
@@ -292,17 +305,22 @@ PyType_Slot evpy_tensor_elementwise_slots[] = {
 typedef struct op_row {
     const char *name, *family, *rule, *doc, *ref, *domain, *bench, *grad;
     int inplace;
+    const char *bound, *args, *example; /* EV_FUNC rows; "" for the others */
 } op_row;
 
 #define EVPY_HAS_INPLACE_INPLACE 1
 #define EVPY_HAS_INPLACE_OUT_OF_PLACE 0
 static const op_row op_rows[] = {
 #define EV_BINARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
-    {#name, "binary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace},
+    {#name, "binary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace, \
+     "", "", ""},
 #define EV_UNARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
-    {#name, "unary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace},
+    {#name, "unary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace, \
+     "", "", ""},
 #define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad) \
-    {#name, "reduce", #rule, doc, ref, #domain, #bench, grad, 0},
+    {#name, "reduce", #rule, doc, ref, #domain, #bench, grad, 0, "", "", ""},
+#define EV_FUNC(name, binding, code, bound, args, doc, ref, example, bench, grad) \
+    {#name, "func", "", doc, ref, "", #bench, grad, 0, #bound, args, example},
 #include "eagervm/ops.def"
 };
 
@@ -337,9 +355,10 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored))
     for (size_t i = 0; i < EVPY_COUNT(op_rows); i++) {
         const op_row *r = &op_rows[i];
         PyObject *d = Py_BuildValue(
-            "{sssssssssssssssssO}", "name", r->name, "family", r->family, "rule", r->rule,
-            "doc", r->doc, "ref", r->ref, "domain", r->domain, "bench", r->bench, "grad",
-            r->grad, "inplace", r->inplace ? Py_True : Py_False);
+            "{sssssssssssssssssOssssss}", "name", r->name, "family", r->family, "rule",
+            r->rule, "doc", r->doc, "ref", r->ref, "domain", r->domain, "bench", r->bench,
+            "grad", r->grad, "inplace", r->inplace ? Py_True : Py_False, "bound", r->bound,
+            "args", r->args, "example", r->example);
         if (!d || PyList_Append(ops, d) < 0) {
             Py_XDECREF(d);
             goto done;

@@ -254,7 +254,7 @@ int evpy_operand_like(PyObject *obj)
 }
 
 /* clamp(input, min=None, max=None) and clamp_ (code 1). */
-static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames)
 {
     static const char *const names[] = {"input", "min", "max", NULL};
@@ -287,7 +287,7 @@ static PyObject *clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py
 }
 
 /* to(dtype) / cast(input, dtype): always a new tensor, as ev_cast. */
-static PyObject *cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dtype", NULL};
@@ -337,7 +337,7 @@ PyObject *evpy_reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize
 }
 
 /* argmax/argmin(input, dim=None, keepdim=False); code 0 argmax, 1 argmin. */
-static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim", "keepdim", NULL};
@@ -366,7 +366,7 @@ static PyObject *arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
 
 /* var/std(input, dim=None, *, correction=1, keepdim=False, unbiased=None);
  * code 0 var, 1 std. */
-static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim", "correction", "keepdim", "unbiased",
@@ -404,7 +404,7 @@ static PyObject *var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
 }
 
 /* softmax/log_softmax(input, dim); code 0 softmax, 1 log_softmax. */
-static PyObject *softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim", NULL};
@@ -450,7 +450,7 @@ static PyObject *matmul_objs(evpy_state *st, PyObject *a, PyObject *b)
     return res;
 }
 
-static PyObject *matmul_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_matmul_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
     static const char *const names[] = {"input", "other", NULL};
@@ -463,10 +463,9 @@ static PyObject *matmul_fn(evpy_state *st, int code, PyObject *const *args, Py_s
 
 /* ------------------------------------------------------------------- views */
 
-enum { V_VIEW, V_RESHAPE, V_EXPAND, V_PERMUTE };
 
 /* view/reshape/expand/permute(input, *shape) and (input, shape). */
-static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
+PyObject *evpy_shape_view_fn(evpy_state *st, int code, PyObject *const *args,
                                Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const fns[] = {"view", "reshape", "expand", "permute"};
@@ -489,11 +488,11 @@ static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
     }
     ev_tensor *out;
     int rc;
-    if (code == V_VIEW) {
+    if (code == EVPY_V_VIEW) {
         rc = ev_view(x, nd, shape, &out);
-    } else if (code == V_EXPAND) {
+    } else if (code == EVPY_V_EXPAND) {
         rc = ev_expand(x, nd, shape, &out);
-    } else if (code == V_PERMUTE) {
+    } else if (code == EVPY_V_PERMUTE) {
         if (nd != ev_tensor_ndim(x)) {
             PyErr_Format(PyExc_ValueError, "permute(): %d dimensions given for a tensor with %d",
                          nd, ev_tensor_ndim(x));
@@ -514,7 +513,7 @@ static PyObject *shape_view_fn(evpy_state *st, int code, PyObject *const *args,
     return evpy_finish(st, rc, out);
 }
 
-static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
     static const char *const names[] = {"input", NULL};
@@ -531,7 +530,7 @@ static PyObject *flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_
     return evpy_finish(st, rc, out);
 }
 
-static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_transpose_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim0", "dim1", NULL};
@@ -549,7 +548,7 @@ static PyObject *transpose_fn(evpy_state *st, int code, PyObject *const *args, P
 }
 
 /* squeeze(input, dim=None) (code 0) and unsqueeze(input, dim) (code 1). */
-static PyObject *squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dim", NULL};
@@ -572,7 +571,7 @@ static PyObject *squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_
 }
 
 /* contiguous (code 0) and clone (code 1, always a copy). */
-static PyObject *contiguous_fn(evpy_state *st, int code, PyObject *const *args,
+PyObject *evpy_contiguous_fn(evpy_state *st, int code, PyObject *const *args,
                                Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const names[] = {"input", NULL};
@@ -590,7 +589,7 @@ static PyObject *contiguous_fn(evpy_state *st, int code, PyObject *const *args,
 }
 
 /* copy_(self, src) (code 0) and fill_(self, value) (code 1). */
-static PyObject *write_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_write_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames)
 {
     static const char *const names[] = {"input", "src", NULL};
@@ -629,7 +628,7 @@ static PyObject *write_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
 
 /* ---------------------------------------------------------------- creation */
 
-static PyObject *tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
     static const char *const names[] = {"data", "dtype", NULL};
@@ -654,7 +653,7 @@ static PyObject *tensor_fn(evpy_state *st, int code, PyObject *const *args, Py_s
 
 /* Shape as varargs or one sequence, then keyword dtype (and fill_value for
  * full). code: 0 empty, 1 zeros, 2 ones. */
-static PyObject *fill_create_fn(evpy_state *st, int code, PyObject *const *args,
+PyObject *evpy_fill_create_fn(evpy_state *st, int code, PyObject *const *args,
                                 Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const fns[] = {"empty", "zeros", "ones"};
@@ -693,7 +692,7 @@ static ev_dtype scalar_default_dtype(const ev_scalar *v)
     return v->dtype == EV_BOOL ? EV_BOOL : v->dtype == EV_INT64 ? EV_INT64 : EV_FLOAT32;
 }
 
-static PyObject *full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
     static const char *const names[] = {"size", "fill_value", "dtype", NULL};
@@ -717,7 +716,7 @@ static PyObject *full_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
 }
 
 /* *_like(input, [fill_value,] dtype=None): code 0 empty, 1 zeros, 2 ones, 3 full. */
-static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
     static const char *const names[] = {"input", "dtype", NULL};
@@ -746,7 +745,7 @@ static PyObject *like_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     return evpy_finish(st, rc, out);
 }
 
-static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_arange_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
     static const char *const names[] = {"start", "end", "step", "dtype", NULL};
@@ -777,7 +776,7 @@ static PyObject *arange_fn(evpy_state *st, int code, PyObject *const *args, Py_s
     return evpy_finish(st, rc, out);
 }
 
-static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_linspace_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
     static const char *const names[] = {"start", "end", "steps", "dtype", NULL};
@@ -806,7 +805,7 @@ static PyObject *linspace_fn(evpy_state *st, int code, PyObject *const *args, Py
     return evpy_finish(st, rc, out);
 }
 
-static PyObject *eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
+PyObject *evpy_eye_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames)
 {
     static const char *const names[] = {"n", "m", "dtype", NULL};
@@ -854,110 +853,14 @@ PyObject *evpy_call_method(evpy_impl_fn impl, int code, PyObject *self, PyObject
 /* Ops bound as both a function and a method (those of the op table are
  * bound in op_table.c). */
 
-EVPY_BOTH(clamp, clamp_fn, 0)
-EVPY_METH(clamp_, clamp_fn, 1)
-EVPY_BOTH(argmax, arg_fn, 0)
-EVPY_BOTH(argmin, arg_fn, 1)
-EVPY_BOTH(var, var_fn, 0)
-EVPY_BOTH(std, var_fn, 1)
-EVPY_BOTH(softmax, softmax_fn, 0)
-EVPY_BOTH(log_softmax, softmax_fn, 1)
-EVPY_BOTH(matmul, matmul_fn, 0)
-EVPY_BOTH(view, shape_view_fn, V_VIEW)
-EVPY_BOTH(reshape, shape_view_fn, V_RESHAPE)
-EVPY_BOTH(expand, shape_view_fn, V_EXPAND)
-EVPY_BOTH(permute, shape_view_fn, V_PERMUTE)
-EVPY_BOTH(flatten, flatten_fn, 0)
-EVPY_BOTH(transpose, transpose_fn, 0)
-EVPY_BOTH(squeeze, squeeze_fn, 0)
-EVPY_BOTH(unsqueeze, squeeze_fn, 1)
-EVPY_BOTH(contiguous, contiguous_fn, 0)
-EVPY_BOTH(clone, contiguous_fn, 1)
-EVPY_METH(copy_, write_fn, 0)
-EVPY_METH(fill_, write_fn, 1)
-EVPY_METH(to, cast_fn, 0)
-EVPY_FN(cast, cast_fn, 0)
-EVPY_FN(tensor, tensor_fn, 0)
-EVPY_FN(from_numpy, tensor_fn, 1)
-EVPY_FN(empty, fill_create_fn, 0)
-EVPY_FN(zeros, fill_create_fn, 1)
-EVPY_FN(ones, fill_create_fn, 2)
-EVPY_FN(full, full_fn, 0)
-EVPY_FN(empty_like, like_fn, 0)
-EVPY_FN(zeros_like, like_fn, 1)
-EVPY_FN(ones_like, like_fn, 2)
-EVPY_FN(full_like, like_fn, 3)
-EVPY_FN(arange, arange_fn, 0)
-EVPY_FN(linspace, linspace_fn, 0)
-EVPY_FN(eye, eye_fn, 0)
-
-/* NumPy spellings of the same functions. */
-EVPY_FN(clip, clamp_fn, 0)
 
 
 PyMethodDef evpy_op_methods[] = {
-    EVPY_FN_ENTRY(clamp, "clamp(input, min=None, max=None)")
-    EVPY_FN_ENTRY(clip, "clip(input, min=None, max=None): alias of clamp")
-    EVPY_FN_ENTRY(argmax, "argmax(input, dim=None, keepdim=False)")
-    EVPY_FN_ENTRY(argmin, "argmin(input, dim=None, keepdim=False)")
-    EVPY_FN_ENTRY(var, "var(input, dim=None, correction=1, keepdim=False)")
-    EVPY_FN_ENTRY(std, "std(input, dim=None, correction=1, keepdim=False)")
-    EVPY_FN_ENTRY(softmax, "softmax(input, dim)")
-    EVPY_FN_ENTRY(log_softmax, "log_softmax(input, dim)")
-    EVPY_FN_ENTRY(matmul, "matmul(input, other): NumPy's matmul semantics")
-    EVPY_FN_ENTRY(view, "view(input, *shape): a view with a new shape")
-    EVPY_FN_ENTRY(reshape, "reshape(input, *shape): a view when possible, else a copy")
-    EVPY_FN_ENTRY(expand, "expand(input, *shape): broadcast view")
-    EVPY_FN_ENTRY(permute, "permute(input, *dims)")
-    EVPY_FN_ENTRY(flatten, "flatten(input)")
-    EVPY_FN_ENTRY(transpose, "transpose(input, dim0, dim1)")
-    EVPY_FN_ENTRY(squeeze, "squeeze(input, dim=None)")
-    EVPY_FN_ENTRY(unsqueeze, "unsqueeze(input, dim)")
-    EVPY_FN_ENTRY(contiguous, "contiguous(input)")
-    EVPY_FN_ENTRY(clone, "clone(input): a copy")
-    EVPY_FN_ENTRY(cast, "cast(input, dtype): a copy converted to dtype")
-    EVPY_FN_ENTRY(tensor, "tensor(data, dtype=None): a new tensor holding a copy of data "
-                     "(nested sequences, scalars, NumPy arrays or any buffer); floats "
-                     "default to float32, integers to int64")
-    EVPY_FN_ENTRY(from_numpy, "from_numpy(array, dtype=None): a tensor holding a copy of array")
-    EVPY_FN_ENTRY(empty, "empty(*size, dtype=float32)")
-    EVPY_FN_ENTRY(zeros, "zeros(*size, dtype=float32)")
-    EVPY_FN_ENTRY(ones, "ones(*size, dtype=float32)")
-    EVPY_FN_ENTRY(full, "full(size, fill_value, dtype=None)")
-    EVPY_FN_ENTRY(empty_like, "empty_like(input, dtype=None)")
-    EVPY_FN_ENTRY(zeros_like, "zeros_like(input, dtype=None)")
-    EVPY_FN_ENTRY(ones_like, "ones_like(input, dtype=None)")
-    EVPY_FN_ENTRY(full_like, "full_like(input, fill_value, dtype=None)")
-    EVPY_FN_ENTRY(arange, "arange(start, end=None, step=1, dtype=None)")
-    EVPY_FN_ENTRY(linspace, "linspace(start, end, steps, dtype=float32)")
-    EVPY_FN_ENTRY(eye, "eye(n, m=None, dtype=float32)")
     {NULL},
 };
 
 
 PyMethodDef evpy_tensor_op_methods[] = {
-    EVPY_METH_ENTRY(clamp, NULL)
-    EVPY_METH_ENTRY(clamp_, NULL)
-    EVPY_METH_ENTRY(argmax, NULL)
-    EVPY_METH_ENTRY(argmin, NULL)
-    EVPY_METH_ENTRY(var, NULL)
-    EVPY_METH_ENTRY(std, NULL)
-    EVPY_METH_ENTRY(softmax, NULL)
-    EVPY_METH_ENTRY(log_softmax, NULL)
-    EVPY_METH_ENTRY(matmul, NULL)
-    EVPY_METH_ENTRY(view, NULL)
-    EVPY_METH_ENTRY(reshape, NULL)
-    EVPY_METH_ENTRY(expand, NULL)
-    EVPY_METH_ENTRY(permute, NULL)
-    EVPY_METH_ENTRY(flatten, NULL)
-    EVPY_METH_ENTRY(transpose, NULL)
-    EVPY_METH_ENTRY(squeeze, NULL)
-    EVPY_METH_ENTRY(unsqueeze, NULL)
-    EVPY_METH_ENTRY(contiguous, NULL)
-    EVPY_METH_ENTRY(clone, NULL)
-    EVPY_METH_ENTRY(copy_, "copy_(src): copies src (broadcast, converted) into this tensor")
-    EVPY_METH_ENTRY(fill_, "fill_(value): sets every element")
-    EVPY_METH_ENTRY(to, "to(dtype): a copy converted to dtype")
     {NULL},
 };
 

@@ -1107,12 +1107,12 @@ int evpy_tensor_init_type(PyObject *module, evpy_state *st)
     static PyMethodDef *methods;
     static PyType_Slot *slots;
     if (!methods) {
-        void *const mtabs[] = {tensor_own_methods, evpy_tensor_op_methods,
-                               evpy_tensor_elementwise_methods, evpy_tensor_more_methods};
+        void *const mtabs[] = {tensor_own_methods, evpy_tensor_table_methods,
+                               evpy_tensor_more_methods};
         void *const stabs[] = {tensor_base_slots, evpy_tensor_op_slots,
-                               evpy_tensor_elementwise_slots, evpy_tensor_more_slots};
+                               evpy_tensor_table_slots, evpy_tensor_more_slots};
         size_t nm, ns;
-        methods = concat_tables(mtabs, 4, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
+        methods = concat_tables(mtabs, 3, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
                                 &nm);
         /* A slot table ends with slot 0 and pfunc NULL: test pfunc. */
         slots = concat_tables(stabs, 4, sizeof *slots, offsetof(PyType_Slot, pfunc), 1, &ns);
