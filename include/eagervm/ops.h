@@ -13,10 +13,12 @@
  * The in-place form (trailing underscore) writes the result into its first
  * operand a, which must already have the broadcast shape, must not be an
  * expanded tensor, and must have a dtype the result can be cast to within its
- * kind order (bool < integer < float: int32 += int64 is allowed and wraps,
- * int32 += float32 is EV_ETYPE), as NumPy's casting="same_kind" and PyTorch
- * decide. An input that overlaps the written tensor in a different layout is
- * copied first, so results are always as if inputs were read before writing.
+ * kind order (bool < unsigned integer < signed integer < float: int32 +=
+ * int64 is allowed and wraps, int32 += float32 is EV_ETYPE, and so is uint8
+ * += int8, whose int16 result is signed), as NumPy's casting="same_kind"
+ * decides (PyTorch agrees but for the last, which it allows). An input that
+ * overlaps the written tensor in a different layout is copied first, so
+ * results are always as if inputs were read before writing.
  */
 #ifndef EAGERVM_OPS_H
 #define EAGERVM_OPS_H
@@ -35,7 +37,8 @@ extern "C" {
  *   div                           true division: R if R is a float, else
  *                                 float64 (as NumPy)
  *   floor_divide remainder pow    R, with bool computed as the smallest
- *                                 integer dtype; Python semantics: the result
+ *                                 integer dtype (int8, as NumPy); Python
+ *                                 semantics: the result
  *                                 of floor_divide rounds toward -inf and
  *                                 remainder has the divisor's sign. Integer
  *                                 division or remainder by 0 gives 0 and the
@@ -46,8 +49,10 @@ extern "C" {
  *   eq ne lt le gt ge             bool, comparing in R (NaN != NaN)
  *   logical_and logical_or logical_xor
  *                                 bool, each operand taken as x != 0
- * Integer arithmetic wraps on overflow (two's complement), as NumPy.
- * maximum and minimum propagate NaN. */
+ * Integer arithmetic wraps on overflow (two's complement), as NumPy: uint8
+ * wraps modulo 256 (0 - 1 is 255), int8 and int16 likewise at their width.
+ * Comparisons between uint8 and a signed dtype compare the values (in R),
+ * so uint8 200 > int8 -1. maximum and minimum propagate NaN. */
 #define EV_BINARY_OP_MAP(X)        \
     X(ADD, add)                    \
     X(SUB, sub)                    \
@@ -98,11 +103,11 @@ EV_BINARY_OP_MAP(EV_BINARY_DECL)
  * Elementwise on bool and integer tensors (a float operand is EV_ETYPE, as
  * NumPy and PyTorch). The result dtype is ev_promote_types(a, b); and, or,
  * xor of bools stay bool. Shifts follow NumPy's left_shift and right_shift:
- * bools compute as the smallest integer dtype; a shift by the bit width or
- * more, or by a negative amount, gives 0 (or -1 for a right shift of a
- * negative value); left shifts wrap. Broadcasting and the in-place rules are
- * those of the binary ops above. bitwise_not is ~x for integers and
- * logical not for bool, keeping the dtype. */
+ * bools compute as the smallest integer dtype (int8); a shift by the bit
+ * width of the result dtype or more, or by a negative amount, gives 0 (or
+ * -1 for a right shift of a negative value); left shifts wrap. Broadcasting
+ * and the in-place rules are those of the binary ops above. bitwise_not is
+ * ~x for integers and logical not for bool, keeping the dtype. */
 #define EV_BITWISE_OP_MAP(X)          \
     X(AND, and)                       \
     X(OR, or)                         \
@@ -140,11 +145,16 @@ EV_API int ev_bitwise_not_(const ev_exec *ex, ev_tensor *x);
  *
  * Result dtypes:
  *   neg abs relu                  the input's; neg and relu of bool are
- *                                 EV_ETYPE (abs of bool is the identity)
+ *                                 EV_ETYPE (abs of bool is the identity);
+ *                                 neg of uint8 wraps (-x modulo 256, as
+ *                                 NumPy), abs and relu of uint8 are the
+ *                                 identity
  *   exp log sqrt rsqrt sin cos tanh sigmoid gelu
  *                                 ev_dtype_to_float(input): floats keep their
- *                                 dtype, bool gives float32, int32 and int64
- *                                 give float64 (as NumPy's exp); gelu is the
+ *                                 dtype, bool, uint8, int8 and int16 give
+ *                                 float32, int32 and int64 give float64 (as
+ *                                 NumPy's exp, but for its float16 of bool,
+ *                                 uint8 and int8); gelu is the
  *                                 exact erf form, as PyTorch's default
  *   logical_not                   bool (x == 0)
  * abs of the integer minimum is the minimum (wraps, as NumPy). */
@@ -190,9 +200,13 @@ EV_API int ev_clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const
 EV_API int ev_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
                      const ev_scalar *max);
 
-/* A copy of x converted to dtype: any to bool is x != 0; float to integer
- * truncates toward zero, and NaN or out-of-range values give the integer
- * minimum (what NumPy gives on x86), never undefined behaviour. Always a new
+/* A copy of x converted to dtype: any to bool is x != 0; integer to a
+ * narrower integer wraps (int32 300 -> uint8 44, -1 -> uint8 255); float to
+ * integer truncates toward zero, and NaN or out-of-range values give the
+ * integer minimum for int32 and int64 (what NumPy gives on x86); for uint8,
+ * int8 and int16 the float is converted to int32 so and then wrapped, which
+ * is also NumPy's x86 result (300.0 -> uint8 44, -1.0 -> 255, -129.0 -> int8
+ * 127, NaN, inf and 1e10 -> 0). Never undefined behaviour. Always a new
  * tensor, even when dtype is x's. */
 EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out);
 
@@ -206,8 +220,9 @@ EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **
  * reduced dimensions stay with size 1, otherwise they are removed.
  *
  * Result dtypes (as PyTorch):
- *   sum prod       int64 for bool, int32 and int64 inputs (wrapping);
- *                  the input's dtype for floats
+ *   sum prod       int64 for bool and every integer input (wrapping; NumPy
+ *                  sums uint8 to uint64 and int8 to int64, PyTorch all to
+ *                  int64); the input's dtype for floats
  *   mean var std   the input's dtype; EV_ETYPE for bool and integers (cast
  *                  first, as PyTorch requires)
  *   max min        the input's dtype; NaN propagates
@@ -285,7 +300,9 @@ EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **
  * ev_promote_types(a, b) (bool is EV_ETYPE); mixed dtypes are cast first.
  * float32 and float64 run on OpenBLAS when the build found it (transposed
  * views are passed as such, other strides are copied first), integers on a
- * built-in kernel that wraps like NumPy. Errors: EV_EINVAL for 0-d operands,
+ * built-in kernel that wraps like NumPy (uint8, int8 and int16 accumulate in
+ * int32 and are cast to the result dtype by a second instruction, which
+ * gives the same wrapped values). Errors: EV_EINVAL for 0-d operands,
  * mismatched inner dimensions, or batch dimensions that do not broadcast
  * (the message names both shapes). */
 EV_API int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out);

@@ -272,7 +272,9 @@ typedef struct binop {
 #define ALL_LOOPS(op) {op##_bool, op##_int32, op##_int64, op##_float32, op##_float64}
 #define NUM_LOOPS(op) {NULL, op##_int32, op##_int64, op##_float32, op##_float64}
 #define FLT_LOOPS(op) {NULL, NULL, NULL, op##_float32, op##_float64}
-_Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its loops in binary.c");
+/* uint8, int8 and int16 compute in int32 (their compute dtype), so their
+ * entries stay NULL and are never read. */
+_Static_assert(EV_DTYPE_COUNT == 8, "a new compute dtype needs its loops in binary.c");
 
 static const binop binops[EV_BINARY_OP_COUNT] = {
     [EV_OP_ADD] = {"add", "add_", K_ARITH, ALL_LOOPS(add)},

@@ -80,11 +80,15 @@ static void not_bool(void *out_, const void *const *in, int64_t n, ev__loop_ctx 
 NOT_LOOP(not_int32, int32_t)
 NOT_LOOP(not_int64, int64_t)
 
-_Static_assert(EV_DTYPE_COUNT == 5, "a new dtype needs its loops in bitwise.c");
+/* By compute dtype: uint8, int8 and int16 run the int32 loops, which give
+ * their results exactly once wrapped to the narrow width (NumPy's shifts of
+ * a narrow type by its width or more give 0 or -1, and so does the int32
+ * loop after the wrap). */
+_Static_assert(EV_DTYPE_COUNT == 8, "a new compute dtype needs its loops in bitwise.c");
 
 typedef struct bitop {
     const char *name, *name_;
-    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by dtype; NULL: unsupported */
+    ev__loop_fn loops[EV_DTYPE_COUNT]; /* by compute dtype; NULL: unsupported */
 } bitop;
 
 static const bitop bitops[EV_BITWISE_OP_COUNT] = {
@@ -103,7 +107,7 @@ const char *ev_bitwise_op_name(int op)
 }
 
 static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *res,
-                   ev__loop_fn *loop)
+                   ev_dtype *loop_dt, ev__loop_fn *loop)
 {
     ev_dtype r = ev_promote_types(a, b);
     if (r == EV_DTYPE_COUNT) {
@@ -119,7 +123,8 @@ static int resolve(int op, const char *name, ev_dtype a, ev_dtype b, ev_dtype *r
         r = ev__smallest_int();
     }
     *res = r;
-    *loop = bitops[op].loops[r];
+    *loop_dt = ev_dtype_get_info(r)->compute;
+    *loop = bitops[op].loops[*loop_dt];
     return 0;
 }
 
@@ -128,8 +133,9 @@ int ev_bitwise_result_dtype(int op, ev_dtype a, ev_dtype b, ev_dtype *out)
     if (op < 0 || op >= EV_BITWISE_OP_COUNT) {
         return ev__set_message(EV_EINVAL, "bitwise op %d does not exist", op);
     }
+    ev_dtype loop_dt;
     ev__loop_fn loop;
-    return resolve(op, bitops[op].name, a, b, out, &loop);
+    return resolve(op, bitops[op].name, a, b, out, &loop_dt, &loop);
 }
 
 static int bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int inplace,
@@ -147,12 +153,12 @@ static int bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, int in
     if (!inplace && !out) {
         return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
     }
-    ev_dtype res;
+    ev_dtype res, loop_dt;
     ev__loop_fn loop;
-    if ((rc = resolve(op, name, a->dtype, b->dtype, &res, &loop)) != 0) {
+    if ((rc = resolve(op, name, a->dtype, b->dtype, &res, &loop_dt, &loop)) != 0) {
         return rc;
     }
-    return ev__binary_issue(ex, name, a, b, res, res, res, loop, inplace, out);
+    return ev__binary_issue(ex, name, a, b, res, loop_dt, loop_dt, loop, inplace, out);
 }
 
 int ev_bitwise(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)
@@ -190,7 +196,8 @@ static int bitwise_not(const ev_exec *ex, ev_tensor *x, int inplace, ev_tensor *
     }
     static const ev__loop_fn loops[EV_DTYPE_COUNT] = {not_bool, not_int32, not_int64};
     ev_dtype d = x->dtype;
-    if ((unsigned)d >= EV_DTYPE_COUNT || !loops[d]) {
+    ev_dtype c = (unsigned)d < EV_DTYPE_COUNT ? ev_dtype_get_info(d)->compute : d;
+    if ((unsigned)d >= EV_DTYPE_COUNT || !loops[c]) {
         return ev__set_message(EV_ETYPE, "%s: not supported for dtype %s (bool and integer "
                                "tensors only)", name, ev_dtype_name(d));
     }
@@ -206,7 +213,7 @@ static int bitwise_not(const ev_exec *ex, ev_tensor *x, int inplace, ev_tensor *
     }
     ev__loop_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    rc = ev__elementwise(ex, name, dst, &x, 1, d, d, loops[d], &ctx);
+    rc = ev__elementwise(ex, name, dst, &x, 1, c, c, loops[c], &ctx);
     if (rc || inplace) {
         ev_tensor_unref(dst);
         return rc;

@@ -234,6 +234,10 @@ static int scatter_add_kernel(void *p, ev_kctx *kc)
             *(int64_t *)dst = (int64_t)sum;
             break;
         }
+        /* The narrow integers: added in int, wrapped by the conversion. */
+        case EV_UINT8: *(uint8_t *)dst = (uint8_t)(*(uint8_t *)dst + *(const uint8_t *)src); break;
+        case EV_INT8: *(int8_t *)dst = (int8_t)(*(int8_t *)dst + *(const int8_t *)src); break;
+        case EV_INT16: *(int16_t *)dst = (int16_t)(*(int16_t *)dst + *(const int16_t *)src); break;
         case EV_FLOAT32: *(float *)dst += *(const float *)src; break;
         default: *(double *)dst += *(const double *)src; break;
         }
