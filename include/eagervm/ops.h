@@ -310,9 +310,10 @@ EV_API int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **
 
 /* ---------------------------------------------------- selection and joins
  *
- * Argument orders as in PyTorch. Index tensors are int32 or int64
- * (EV_ETYPE otherwise). Their values are only read by the kernel: an index
- * out of range fails the instruction with EV_EINDEX and the message
+ * Argument orders as in PyTorch. Index tensors have any integer dtype
+ * (EV_ETYPE for bool and floats; NumPy takes every integer dtype too).
+ * Their values are only read by the kernel: an index out of range fails the
+ * instruction with EV_EINDEX and the message
  * "<op>: index I is out of bounds for dimension D with size S", reported at
  * the next sync point on the output (DESIGN rule 6); the call itself has
  * already returned 0. Negative indices are out of range, except for take
@@ -354,8 +355,9 @@ EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *
 
 /* ------------------------------------------------ encodings and losses
  *
- * As the selection ops above, these read class indices (int32 or int64;
- * EV_ETYPE otherwise) only inside the kernel: an index out of range fails
+ * As the selection ops above, these read class indices (any integer dtype,
+ * so uint8 labels go in as they are; EV_ETYPE otherwise) only inside the
+ * kernel: an index out of range fails
  * the instruction with EV_EINDEX, reported at the next sync point on the
  * output (DESIGN rule 6), with a message naming the bad index and the number
  * of classes. Negative indices are out of range (as PyTorch). */
@@ -392,7 +394,7 @@ EV_API const char *ev_reduction_name(int reduction);
  * of sample n is logsumexp(logits[n, :]) - logits[n, target[n]], with the
  * log-sum-exp taken stably as m + log(sum(exp(x - m))), m the row maximum,
  * so large logits never overflow. logits is (N, C) float32 or float64,
- * target (N,) int32 or int64, any strides. The result has logits' dtype:
+ * target (N,) of an integer dtype, any strides. The result has logits' dtype:
  * shape (N,) for EV_REDUCTION_NONE, 0-d for MEAN and SUM. One instruction;
  * each row is computed in float64 and the mean or sum accumulates in float64
  * and rounds once (more accurate than a float32 reference). A NaN logit
@@ -472,14 +474,14 @@ EV_API int ev_rand(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndi
  * stays a pure function of its counter. Errors as ev_rand. */
 EV_API int ev_randn(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndim,
                     const int64_t *shape, ev_tensor **out);
-/* Integers uniform in [low, high) of dtype int32 or int64. With n = high -
+/* Integers uniform in [low, high) of an integer dtype. With n = high -
  * low (up to 2^64 - 1), a value is low + floor(r * n / 2^b) (Lemire's
  * multiply-high, without rejection, so counters stay fixed): r has b = 64
  * bits (w = 2) when n <= 2^32, else b = 128 bits (w = 4). The bias this
  * leaves is below n / 2^b relative per value: under 2^-32 when n <= 2^32 and
  * under 2^-64 otherwise, far below what any test of a sample can see.
- * Errors: EV_EINVAL (high <= low; for int32, low or high - 1 outside int32;
- * bad shape), EV_ETYPE (bool or float dtype). */
+ * Errors: EV_EINVAL (high <= low; low or high - 1 outside the dtype's
+ * range; bad shape), EV_ETYPE (bool or float dtype). */
 EV_API int ev_randint(const ev_exec *ex, ev_generator *gen, int64_t low, int64_t high,
                       ev_dtype dtype, int ndim, const int64_t *shape, ev_tensor **out);
 /* Fills t in place with values uniform in [lo, hi): lo + (hi - lo) * u with u
@@ -494,14 +496,14 @@ EV_API int ev_uniform_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, doubl
  * ev_uniform_; mean finite, std finite and >= 0 (EV_EINVAL). */
 EV_API int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double mean,
                       double std);
-/* A random permutation of 0 .. n-1 (n >= 0) as a 1-d tensor of dtype int64
- * or int32 (n - 1 must then fit; EV_EINVAL), by a Fisher-Yates shuffle whose
+/* A random permutation of 0 .. n-1 (n >= 0) as a 1-d tensor of an integer
+ * dtype (n - 1 must fit it; EV_EINVAL), by a Fisher-Yates shuffle whose
  * draws are counter-indexed: for i = n-1 down to 1, position i swaps with j
  * = floor(r_i * (i + 1) / 2^64), r_i the 64-bit value of words 2i and 2i+1
  * (w = 2, bias below n / 2^64 per draw, no rejection). The result is a pure
  * function of (seed, offset, n), whichever worker runs it; the call advances
  * the offset by 2n rounded up to 4. Errors: EV_EINVAL (n < 0, too large,
- * out is NULL), EV_ETYPE (any other dtype). */
+ * out is NULL), EV_ETYPE (bool or a float dtype). */
 EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
                        ev_tensor **out);
 
