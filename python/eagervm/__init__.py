@@ -23,7 +23,7 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from . import _C  # noqa: E402
 from ._C import (  # noqa: F401  (the public API)
-    Tensor, dtype, bool, int32, int64, float32, float64,
+    Tensor, dtype, bool, uint8, int8, int16, int32, int64, float32, float64,
     tensor, from_numpy, empty, zeros, ones, full, empty_like, zeros_like, ones_like,
     full_like, arange, linspace, eye,
     add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum,

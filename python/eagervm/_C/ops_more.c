@@ -914,7 +914,9 @@ static int mask_to_index(ev_tensor *base, ev_tensor *mask, int dim, int must_vie
 /* where(idx < 0, idx + size, idx): NumPy's negative indices, asynchronously. */
 static int wrap_negative(const ev_exec *ex, ev_tensor *idx, int64_t size, ev_tensor **out)
 {
-    ev_dtype dt = ev_tensor_dtype(idx);
+    /* The bounds in int32 for an int32 index, else int64: a narrower index
+     * promotes to it in the ops below (a uint8 index may face a size of 300). */
+    ev_dtype dt = ev_tensor_dtype(idx) == EV_INT32 ? EV_INT32 : EV_INT64;
     union {
         int32_t i32;
         int64_t i64;
@@ -1188,6 +1190,12 @@ static const char *buffer_format(ev_dtype d)
         return "q";
     case EV_FLOAT32:
         return "f";
+    case EV_UINT8:
+        return "B";
+    case EV_INT8:
+        return "b";
+    case EV_INT16:
+        return "h";
     default:
         return "d";
     }
@@ -1318,7 +1326,12 @@ static int dl_dtype(ev_dtype d, DLDataType *out)
         return 0;
     case EV_INT32:
     case EV_INT64:
+    case EV_INT8:
+    case EV_INT16:
         out->code = kDLInt;
+        return 0;
+    case EV_UINT8:
+        out->code = kDLUInt;
         return 0;
     default:
         out->code = kDLFloat;
@@ -1453,6 +1466,12 @@ static PyObject *from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
             dtype = EV_INT32;
         } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 64) {
             dtype = EV_INT64;
+        } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 8) {
+            dtype = EV_INT8;
+        } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 16) {
+            dtype = EV_INT16;
+        } else if (dl->dtype.code == kDLUInt && dl->dtype.bits == 8) {
+            dtype = EV_UINT8;
         } else if (dl->dtype.code == kDLFloat && dl->dtype.bits == 32) {
             dtype = EV_FLOAT32;
         } else if (dl->dtype.code == kDLFloat && dl->dtype.bits == 64) {
