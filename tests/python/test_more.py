@@ -407,6 +407,23 @@ def test_setitem_integer_index():
         t[ev.tensor([0, 1])] = ev.tensor([1, 2])  # shape (2,) does not fit (2, 3)
 
 
+def test_setitem_index_keeps_other_elements_exact():
+    # A float scalar into an int64 tensor: the unmasked elements must not go
+    # through float64 (2**62 + 1 is not a float64).
+    t = ev.tensor([1, 2**62 + 1, 2**63 - 1])
+    t[ev.tensor([True, False, False])] = 0.5
+    assert t.tolist() == [0, 2**62 + 1, 2**63 - 1]
+    u = ev.tensor(np.array([1, 2, 3], np.uint8))
+    u[u > 1] = -1  # converted as a cast: 255, as NumPy 1.24
+    assert u.dtype is ev.uint8 and u.tolist() == [1, 255, 255]
+    # The same through an integer index.
+    t = ev.tensor([1, 2**62 + 1, 2**63 - 1])
+    t[ev.tensor([0])] = ev.tensor(np.array(0.0, np.float32))
+    assert t.tolist() == [0, 2**62 + 1, 2**63 - 1]
+    t[[1]] = 0.5
+    assert t.tolist() == [0, 0, 2**63 - 1]
+
+
 def test_setitem_mask():
     x = RNG.random((4, 5))
     t = ev.tensor(x)

@@ -1089,6 +1089,15 @@ static int assign_rows(evpy_state *st, ev_tensor *base, int dim, ev_tensor *idx,
         err = ev_view(maskt, nd, mshape, &maskv);
     }
     err = err ? err : ev_index_select(&ex, vflat, dim, rows, &picked);
+    if (!err && ev_tensor_dtype(picked) != ev_tensor_dtype(base)) {
+        /* In base's dtype before the where, as for a mask (see below). */
+        ev_tensor *pc;
+        err = ev_cast(&ex, picked, ev_tensor_dtype(base), &pc);
+        if (!err) {
+            ev_tensor_unref(picked);
+            picked = pc;
+        }
+    }
     err = err ? err : ev_where(&ex, maskv, picked, base, &res);
     err = err ? err : ev_copy_(&ex, base, res);
     if (err) {
@@ -1132,6 +1141,23 @@ int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value)
             ev_exec ex;
             if (evpy_operand(st, value, base, &v, &own) != 0 || evpy_exec(&ex) != 0) {
                 goto done;
+            }
+            if (ev_tensor_dtype(v) != ev_tensor_dtype(base)) {
+                /* The value in base's dtype first, as NumPy assigns: a where
+                 * in the promoted dtype would carry every element of base
+                 * through it (int64 through float64 loses its low bits).
+                 * assign_rows does the same for integer indices. */
+                ev_tensor *vc;
+                err = ev_cast(&ex, v, ev_tensor_dtype(base), &vc);
+                if (own) {
+                    ev_tensor_unref(v);
+                }
+                if (err) {
+                    evpy_raise(err);
+                    goto done;
+                }
+                v = vc;
+                own = 1;
             }
             int nd = ev_tensor_ndim(base), kd = ev_tensor_ndim(k.idx);
             int64_t mshape[EV_MAX_DIMS];
