@@ -257,9 +257,10 @@ EV_API int ev_full(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
                    ev_scalar value, ev_tensor **out);
 /* The 1-d tensor start, start+step, ... up to but not including stop, with
  * ceil((stop-start)/step) elements, as numpy.arange. Integer dtypes with
- * integer scalars compute exactly in int64; otherwise element i is
- * start + i*step computed in float64, then cast. Errors: EV_EINVAL for step 0
- * or a non-finite bound. */
+ * integer scalars compute exactly in int64, then cast (values past a narrow
+ * dtype wrap, as NumPy's: 250..259 as uint8 is 250..255, 0..3); otherwise
+ * element i is start + i*step computed in float64, then cast. Errors:
+ * EV_EINVAL for step 0 or a non-finite bound. */
 EV_API int ev_arange(const ev_exec *ex, ev_scalar start, ev_scalar stop, ev_scalar step,
                      ev_dtype dtype, ev_tensor **out);
 /* num evenly spaced values from start to stop inclusive, as numpy.linspace

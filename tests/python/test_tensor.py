@@ -97,6 +97,8 @@ def test_narrow_int_from_python_data():
         assert ev.zeros_like(ev.ones(2, dtype=dt)).dtype is dt
         assert ev.eye(2, dtype=dt).tolist() == [[1, 0], [0, 1]]
         assert int(ev.tensor(3, dtype=dt)) == 3 and [9, 8, 7][ev.tensor(2, dtype=dt)] == 7
+    assert ev.arange(250, 260, dtype=ev.uint8).tolist() == \
+        np.arange(250, 260, dtype=np.uint8).tolist()  # wraps, as NumPy
     t = ev.zeros(3, dtype=ev.uint8)
     t[1] = 200
     t[2:] = ev.tensor([7], dtype=ev.int8)
