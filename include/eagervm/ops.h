@@ -13,10 +13,12 @@
  * The in-place form (trailing underscore) writes the result into its first
  * operand a, which must already have the broadcast shape, must not be an
  * expanded tensor, and must have a dtype the result can be cast to within its
- * kind order (bool < integer < float: int32 += int64 is allowed and wraps,
- * int32 += float32 is EV_ETYPE), as NumPy's casting="same_kind" and PyTorch
- * decide. An input that overlaps the written tensor in a different layout is
- * copied first, so results are always as if inputs were read before writing.
+ * kind order (bool < unsigned integer < signed integer < float: int32 +=
+ * int64 is allowed and wraps, int32 += float32 is EV_ETYPE, and so is uint8
+ * += int8, whose int16 result is signed), as NumPy's casting="same_kind"
+ * decides (PyTorch agrees but for the last, which it allows). An input that
+ * overlaps the written tensor in a different layout is copied first, so
+ * results are always as if inputs were read before writing.
  */
 #ifndef EAGERVM_OPS_H
 #define EAGERVM_OPS_H
@@ -37,8 +39,8 @@ extern "C" {
  *   ARITH      R (add, mul, maximum, minimum); bool add is or, mul is and
  *   NUMERIC    R; bools are EV_ETYPE (sub: as NumPy, use logical_xor)
  *   FLOAT      R if R is a float, else float64 (div: true division, as NumPy)
- *   INTLIKE    R, with bool computed as the smallest integer dtype
- *              (floor_divide, remainder, pow); Python semantics: floor_divide
+ *   INTLIKE    R, with bool computed as the smallest integer dtype (int8,
+ *              as NumPy) (floor_divide, remainder, pow); Python semantics: floor_divide
  *              rounds toward -inf and remainder has the divisor's sign.
  *              Integer division or remainder by 0 gives 0 and the minimum //
  *              -1 wraps, as NumPy (without its warning). An integer raised to
@@ -48,20 +50,24 @@ extern "C" {
  *   LOGICAL    bool, each operand taken as x != 0
  *   BITWISE    R for bool and integers (a float is EV_ETYPE, as NumPy and
  *              PyTorch); and, or, xor of bools stay bool
- *   SHIFT      R for integers, bool computed as the smallest integer; as
+ *   SHIFT      R for integers, bool computed as the smallest integer (int8); as
  *              NumPy's left_shift and right_shift: a shift by the bit width
  *              or more, or by a negative amount, gives 0 (or -1 for a right
  *              shift of a negative value); left shifts wrap
- * Integer arithmetic wraps on overflow (two's complement), as NumPy.
- * maximum and minimum propagate NaN.
+ * Integer arithmetic wraps on overflow (two's complement), as NumPy: uint8
+ * wraps modulo 256 (0 - 1 is 255), int8 and int16 likewise at their width.
+ * Comparisons between uint8 and a signed dtype compare the values (in R), so
+ * uint8 200 > int8 -1. maximum and minimum propagate NaN.
  *
  * Result dtypes of a unary op by its rule:
  *   SAME       the input's (abs of bool is the identity; abs of the integer
- *              minimum is the minimum, as NumPy)
- *   NUMERIC    the input's; bool is EV_ETYPE (neg, relu)
- *   FLOAT      ev_dtype_to_float(input): floats keep their dtype, bool gives
- *              float32, integers give float64 (as NumPy's exp); gelu is the
- *              exact erf form, as PyTorch's default
+ *              minimum is the minimum, as NumPy; abs of uint8 is the identity)
+ *   NUMERIC    the input's; bool is EV_ETYPE (neg, relu; neg of uint8 wraps,
+ *              -x modulo 256, as NumPy)
+ *   FLOAT      ev_dtype_to_float(input): floats keep their dtype; bool,
+ *              uint8, int8 and int16 give float32, int32 and int64 float64
+ *              (as NumPy's exp, but for its float16 of bool, uint8 and int8);
+ *              gelu is the exact erf form, as PyTorch's default
  *   LOGICAL    bool (logical_not: x == 0)
  *   BITWISE    the input's, bool and integers only (bitwise_not is ~x, and
  *              logical not for bool)
@@ -132,9 +138,13 @@ EV_API int ev_clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const
 EV_API int ev_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
                      const ev_scalar *max);
 
-/* A copy of x converted to dtype: any to bool is x != 0; float to integer
- * truncates toward zero, and NaN or out-of-range values give the integer
- * minimum (what NumPy gives on x86), never undefined behaviour. Always a new
+/* A copy of x converted to dtype: any to bool is x != 0; integer to a
+ * narrower integer wraps (int32 300 -> uint8 44, -1 -> uint8 255); float to
+ * integer truncates toward zero, and NaN or out-of-range values give the
+ * integer minimum for int32 and int64 (what NumPy gives on x86); for uint8,
+ * int8 and int16 the float is converted to int32 so and then wrapped, which
+ * is also NumPy's x86 result (300.0 -> uint8 44, -1.0 -> 255, -129.0 -> int8
+ * 127, NaN, inf and 1e10 -> 0). Never undefined behaviour. Always a new
  * tensor, even when dtype is x's. */
 EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out);
 
@@ -152,8 +162,9 @@ EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **
  * SAME (max, min).
  *
  * Result dtypes (as PyTorch):
- *   sum prod       int64 for bool, int32 and int64 inputs (wrapping);
- *                  the input's dtype for floats
+ *   sum prod       int64 for bool and every integer input (wrapping; NumPy
+ *                  sums uint8 to uint64 and int8 to int64, PyTorch all to
+ *                  int64); the input's dtype for floats
  *   mean var std   the input's dtype; EV_ETYPE for bool and integers (cast
  *                  first, as PyTorch requires)
  *   max min        the input's dtype; NaN propagates
@@ -222,7 +233,9 @@ EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **
  * ev_promote_types(a, b) (bool is EV_ETYPE); mixed dtypes are cast first.
  * float32 and float64 run on OpenBLAS when the build found it (transposed
  * views are passed as such, other strides are copied first), integers on a
- * built-in kernel that wraps like NumPy. Errors: EV_EINVAL for 0-d operands,
+ * built-in kernel that wraps like NumPy (uint8, int8 and int16 accumulate in
+ * int32 and are cast to the result dtype by a second instruction, which
+ * gives the same wrapped values). Errors: EV_EINVAL for 0-d operands,
  * mismatched inner dimensions, or batch dimensions that do not broadcast
  * (the message names both shapes). */
 EV_API int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out);
@@ -230,9 +243,10 @@ EV_API int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **
 
 /* ---------------------------------------------------- selection and joins
  *
- * Argument orders as in PyTorch. Index tensors are int32 or int64
- * (EV_ETYPE otherwise). Their values are only read by the kernel: an index
- * out of range fails the instruction with EV_EINDEX and the message
+ * Argument orders as in PyTorch. Index tensors have any integer dtype
+ * (EV_ETYPE for bool and floats; NumPy takes every integer dtype too).
+ * Their values are only read by the kernel: an index out of range fails the
+ * instruction with EV_EINDEX and the message
  * "<op>: index I is out of bounds for dimension D with size S", reported at
  * the next sync point on the output (DESIGN rule 6); the call itself has
  * already returned 0. Negative indices are out of range, except for take
@@ -274,8 +288,9 @@ EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *
 
 /* ------------------------------------------------ encodings and losses
  *
- * As the selection ops above, these read class indices (int32 or int64;
- * EV_ETYPE otherwise) only inside the kernel: an index out of range fails
+ * As the selection ops above, these read class indices (any integer dtype,
+ * so uint8 labels go in as they are; EV_ETYPE otherwise) only inside the
+ * kernel: an index out of range fails
  * the instruction with EV_EINDEX, reported at the next sync point on the
  * output (DESIGN rule 6), with a message naming the bad index and the number
  * of classes. Negative indices are out of range (as PyTorch). */
@@ -312,7 +327,7 @@ EV_API const char *ev_reduction_name(int reduction);
  * of sample n is logsumexp(logits[n, :]) - logits[n, target[n]], with the
  * log-sum-exp taken stably as m + log(sum(exp(x - m))), m the row maximum,
  * so large logits never overflow. logits is (N, C) float32 or float64,
- * target (N,) int32 or int64, any strides. The result has logits' dtype:
+ * target (N,) of an integer dtype, any strides. The result has logits' dtype:
  * shape (N,) for EV_REDUCTION_NONE, 0-d for MEAN and SUM. One instruction;
  * each row is computed in float64 and the mean or sum accumulates in float64
  * and rounds once (more accurate than a float32 reference). A NaN logit
@@ -392,14 +407,14 @@ EV_API int ev_rand(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndi
  * stays a pure function of its counter. Errors as ev_rand. */
 EV_API int ev_randn(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndim,
                     const int64_t *shape, ev_tensor **out);
-/* Integers uniform in [low, high) of dtype int32 or int64. With n = high -
+/* Integers uniform in [low, high) of an integer dtype. With n = high -
  * low (up to 2^64 - 1), a value is low + floor(r * n / 2^b) (Lemire's
  * multiply-high, without rejection, so counters stay fixed): r has b = 64
  * bits (w = 2) when n <= 2^32, else b = 128 bits (w = 4). The bias this
  * leaves is below n / 2^b relative per value: under 2^-32 when n <= 2^32 and
  * under 2^-64 otherwise, far below what any test of a sample can see.
- * Errors: EV_EINVAL (high <= low; for int32, low or high - 1 outside int32;
- * bad shape), EV_ETYPE (bool or float dtype). */
+ * Errors: EV_EINVAL (high <= low; low or high - 1 outside the dtype's
+ * range; bad shape), EV_ETYPE (bool or float dtype). */
 EV_API int ev_randint(const ev_exec *ex, ev_generator *gen, int64_t low, int64_t high,
                       ev_dtype dtype, int ndim, const int64_t *shape, ev_tensor **out);
 /* Fills t in place with values uniform in [lo, hi): lo + (hi - lo) * u with u
@@ -414,14 +429,14 @@ EV_API int ev_uniform_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, doubl
  * ev_uniform_; mean finite, std finite and >= 0 (EV_EINVAL). */
 EV_API int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double mean,
                       double std);
-/* A random permutation of 0 .. n-1 (n >= 0) as a 1-d tensor of dtype int64
- * or int32 (n - 1 must then fit; EV_EINVAL), by a Fisher-Yates shuffle whose
+/* A random permutation of 0 .. n-1 (n >= 0) as a 1-d tensor of an integer
+ * dtype (n - 1 must fit it; EV_EINVAL), by a Fisher-Yates shuffle whose
  * draws are counter-indexed: for i = n-1 down to 1, position i swaps with j
  * = floor(r_i * (i + 1) / 2^64), r_i the 64-bit value of words 2i and 2i+1
  * (w = 2, bias below n / 2^64 per draw, no rejection). The result is a pure
  * function of (seed, offset, n), whichever worker runs it; the call advances
  * the offset by 2n rounded up to 4. Errors: EV_EINVAL (n < 0, too large,
- * out is NULL), EV_ETYPE (any other dtype). */
+ * out is NULL), EV_ETYPE (bool or a float dtype). */
 EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
                        ev_tensor **out);
 

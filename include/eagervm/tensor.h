@@ -35,19 +35,27 @@ extern "C" {
 
 /* ------------------------------------------------------------------ dtypes */
 
-/* The kind of a dtype, which decides type promotion. */
+/* The kind of a dtype, which decides type promotion. Unsigned integers
+ * (uint8) are of kind EV_KIND_INT too; ev_dtype_info.is_unsigned tells them
+ * apart. */
 enum ev_dtype_kind { EV_KIND_BOOL = 0, EV_KIND_INT = 1, EV_KIND_FLOAT = 2 };
 
 /* X-macro list of dtypes: enum suffix, name, storage C type, kind, and the
  * dtype kernels compute in. Append only. A narrow float (float16, bfloat16)
  * is added with a uint16_t storage type and FLOAT32 as its compute dtype:
- * kernels run in the compute dtype and only the casts learn the new type. */
+ * kernels run in the compute dtype and only the casts learn the new type.
+ * The narrow integers compute in int32 that way: every integer op is exact
+ * there and wraps to the narrow width when the result is stored, as NumPy's
+ * uint8/int8/int16 loops give. */
 #define EV_DTYPE_MAP(X)                                   \
     X(BOOL, "bool", uint8_t, EV_KIND_BOOL, BOOL)          \
     X(INT32, "int32", int32_t, EV_KIND_INT, INT32)        \
     X(INT64, "int64", int64_t, EV_KIND_INT, INT64)        \
     X(FLOAT32, "float32", float, EV_KIND_FLOAT, FLOAT32)  \
-    X(FLOAT64, "float64", double, EV_KIND_FLOAT, FLOAT64)
+    X(FLOAT64, "float64", double, EV_KIND_FLOAT, FLOAT64) \
+    X(UINT8, "uint8", uint8_t, EV_KIND_INT, INT32)        \
+    X(INT8, "int8", int8_t, EV_KIND_INT, INT32)           \
+    X(INT16, "int16", int16_t, EV_KIND_INT, INT32)
 
 typedef enum ev_dtype {
 #define EV_DTYPE_ENUM(id, name, ctype, kind, compute) EV_##id,
@@ -62,6 +70,7 @@ typedef struct ev_dtype_info {
     size_t size;       /* bytes per element */
     int kind;          /* enum ev_dtype_kind */
     ev_dtype compute;  /* the dtype kernels compute in */
+    int is_unsigned;   /* 1 for an unsigned integer dtype (uint8), else 0 */
 } ev_dtype_info;
 
 /* The facts about dtype, or NULL if it is not a valid dtype. Static storage. */
@@ -74,18 +83,30 @@ EV_API size_t ev_dtype_size(ev_dtype dtype);
 EV_API int ev_dtype_is_float(ev_dtype dtype);
 /* Looks a dtype up by its name. Errors: EV_EINVAL (unknown name). */
 EV_API int ev_dtype_from_name(const char *name, ev_dtype *out);
+/* The smallest and largest value of a bool or integer dtype (bool: 0 and 1,
+ * uint8: 0 and 255, int8: -128 and 127, ...) in *min and *max. Errors:
+ * EV_EINVAL for a float or invalid dtype. Pure; thread-safe. */
+EV_API int ev_dtype_int_range(ev_dtype dtype, int64_t *min, int64_t *max);
 
-/* The dtype NumPy gives an array operation on arrays of dtypes a and b:
- * bool < int32 < int64 within a kind; float32 < float64; an integer with a
- * float gives the smallest float wider than the integer (int32 with float32
- * gives float64, as in NumPy), capped at float64. Returns EV_DTYPE_COUNT if
- * either argument is invalid. Pure; thread-safe. */
+/* The dtype NumPy gives an array operation on arrays of dtypes a and b
+ * (numpy.result_type), for every pair of the dtypes above:
+ *   - bool with any dtype gives that dtype;
+ *   - two integers of the same signedness give the wider; an unsigned one
+ *     with a signed one gives the signed one if it is wider, else the
+ *     smallest signed integer wider than the unsigned one (uint8 with int8
+ *     gives int16, uint8 with int16 int16, uint8 with int32 int32);
+ *   - float32 < float64; an integer with a float gives the smallest float
+ *     wider than the integer (uint8, int8 and int16 with float32 give
+ *     float32; int32 with float32 gives float64, as in NumPy), capped at
+ *     float64.
+ * Returns EV_DTYPE_COUNT if either argument is invalid. Pure; thread-safe. */
 EV_API ev_dtype ev_promote_types(ev_dtype a, ev_dtype b);
 
 /* The floating dtype a float-valued function (exp, sqrt, true division of
  * integers excepted, see ops.h) returns for an input of dtype d: d itself if
- * it is a float, else the smallest float wider than d (bool gives float32,
- * int32 and int64 give float64), as NumPy does. */
+ * it is a float, else the smallest float wider than d: bool, uint8, int8 and
+ * int16 give float32 (NumPy gives float16, which eagervm does not have, for
+ * bool, uint8 and int8), int32 and int64 give float64, as NumPy does. */
 EV_API ev_dtype ev_dtype_to_float(ev_dtype d);
 
 /* ----------------------------------------------------------------- scalars */
@@ -252,9 +273,10 @@ EV_API int ev_full(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *s
                    ev_scalar value, ev_tensor **out);
 /* The 1-d tensor start, start+step, ... up to but not including stop, with
  * ceil((stop-start)/step) elements, as numpy.arange. Integer dtypes with
- * integer scalars compute exactly in int64; otherwise element i is
- * start + i*step computed in float64, then cast. Errors: EV_EINVAL for step 0
- * or a non-finite bound. */
+ * integer scalars compute exactly in int64, then cast (values past a narrow
+ * dtype wrap, as NumPy's: 250..259 as uint8 is 250..255, 0..3); otherwise
+ * element i is start + i*step computed in float64, then cast. Errors:
+ * EV_EINVAL for step 0 or a non-finite bound. */
 EV_API int ev_arange(const ev_exec *ex, ev_scalar start, ev_scalar stop, ev_scalar step,
                      ev_dtype dtype, ev_tensor **out);
 /* num evenly spaced values from start to stop inclusive, as numpy.linspace

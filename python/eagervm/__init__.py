@@ -26,7 +26,8 @@ from . import _C  # noqa: E402
 # What is not in the op table yet, by hand; every op of the table
 # (include/eagervm/ops.def) and its aliases join below, from the table.
 _HAND_WRITTEN = (
-    "Tensor", "dtype", "bool", "int32", "int64", "float32", "float64", "synchronize",
+    "Tensor", "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float32",
+    "float64", "synchronize",
     "where", "cat", "concat", "concatenate", "stack", "index_select", "gather", "take",
     "scatter_add", "rand", "randn", "randint", "rand_like", "randn_like", "manual_seed",
     "Generator", "default_generator", "from_dlpack", "one_hot", "cross_entropy", "randperm",

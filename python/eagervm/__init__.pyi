@@ -82,8 +82,10 @@ __all__ = [
     'gt',
     'hypot',
     'index_select',
+    'int16',
     'int32',
     'int64',
+    'int8',
     'isfinite',
     'isinf',
     'isnan',
@@ -156,6 +158,7 @@ __all__ = [
     'transpose',
     'true_divide',
     'trunc',
+    'uint8',
     'unsqueeze',
     'var',
     'view',
@@ -437,8 +440,11 @@ bool: dtype
 default_generator: Generator
 float32: dtype
 float64: dtype
+int16: dtype
 int32: dtype
 int64: dtype
+int8: dtype
+uint8: dtype
 
 # The op table (include/eagervm/ops.def), in its order, then its aliases.
 def add(input: TensorLike, other: TensorLike) -> Tensor: ...

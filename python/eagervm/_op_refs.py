@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-DTYPES = ["bool", "int32", "int64", "float32", "float64"]
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"]
+SMALLEST_INT = "int8"  # what bool computes as where a rule wants an integer
 FLOATS = ("float32", "float64")
 
 
@@ -196,7 +197,7 @@ def binary_result(rule, a, b):
     if rule == "NUMERIC" and r == "bool":
         return None
     if rule in ("INTLIKE", "SHIFT"):
-        return "int32" if r == "bool" else r
+        return SMALLEST_INT if r == "bool" else r
     if rule == "FLOAT":
         return r if r in FLOATS else "float64"
     if rule in ("COMPARE", "LOGICAL"):
@@ -207,7 +208,8 @@ def binary_result(rule, a, b):
 def unary_result(rule, x):
     """The result dtype name of a unary op of `rule` on dtype x, or None."""
     if rule == "FLOAT":
-        return x if x in FLOATS else ("float32" if x == "bool" else "float64")
+        # bool and the narrow integers give float32, int32 and int64 float64.
+        return x if x in FLOATS else ("float64" if x in ("int32", "int64") else "float32")
     if rule in ("LOGICAL", "PREDICATE"):
         return "bool"
     if rule == "NUMERIC" and x == "bool":

@@ -276,7 +276,15 @@ int ev__binary_issue(const ev_exec *ex, const char *name, ev_tensor *a, ev_tenso
     return 0;
 }
 
+/* NumPy's kind order b < u < i < f: an unsigned integer result goes into a
+ * signed tensor, a signed one never into an unsigned tensor. */
+static int kind_rank(ev_dtype d)
+{
+    const ev_dtype_info *i = ev_dtype_get_info(d);
+    return i->kind == EV_KIND_BOOL ? 0 : i->kind == EV_KIND_INT ? 2 - i->is_unsigned : 3;
+}
+
 int ev__can_cast_same_kind(ev_dtype r, ev_dtype into)
 {
-    return ev_dtype_get_info(r)->kind <= ev_dtype_get_info(into)->kind;
+    return kind_rank(r) <= kind_rank(into);
 }

@@ -9,12 +9,19 @@
 
 /* ---------------------------------------------------------------- helpers */
 
+/* An index of any integer dtype (checked on the issuing side), widened. */
 static inline int64_t load_index(const char *p, ev_dtype d)
 {
-    return d == EV_INT32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+    switch (d) {
+    case EV_INT32: return *(const int32_t *)p;
+    case EV_UINT8: return *(const uint8_t *)p;
+    case EV_INT8: return *(const int8_t *)p;
+    case EV_INT16: return *(const int16_t *)p;
+    default: return *(const int64_t *)p;
+    }
 }
 
-/* Copies one element of esz bytes (1, 4 or 8: every dtype we have). */
+/* Copies one element of esz bytes (1, 2, 4 or 8: every dtype we have). */
 static inline void copy_elem(char *dst, const char *src, size_t esz)
 {
     memcpy(dst, src, esz);
@@ -62,8 +69,8 @@ static void dim_info(const ev_tensor *x, int dim, int64_t *size, int64_t *stride
 
 static int check_index_dtype(const char *name, const ev_tensor *index)
 {
-    if (index->dtype != EV_INT32 && index->dtype != EV_INT64) {
-        return ev__set_message(EV_ETYPE, "%s: index must be int32 or int64, not %s", name,
+    if (ev_dtype_get_info(index->dtype)->kind != EV_KIND_INT) {
+        return ev__set_message(EV_ETYPE, "%s: index must have an integer dtype, not %s", name,
                                ev_dtype_name(index->dtype));
     }
     return 0;
@@ -234,6 +241,10 @@ static int scatter_add_kernel(void *p, ev_kctx *kc)
             *(int64_t *)dst = (int64_t)sum;
             break;
         }
+        /* The narrow integers: added in int, wrapped by the conversion. */
+        case EV_UINT8: *(uint8_t *)dst = (uint8_t)(*(uint8_t *)dst + *(const uint8_t *)src); break;
+        case EV_INT8: *(int8_t *)dst = (int8_t)(*(int8_t *)dst + *(const int8_t *)src); break;
+        case EV_INT16: *(int16_t *)dst = (int16_t)(*(int16_t *)dst + *(const int16_t *)src); break;
         case EV_FLOAT32: *(float *)dst += *(const float *)src; break;
         default: *(double *)dst += *(const double *)src; break;
         }

@@ -30,7 +30,8 @@ WHERE_LOOP(int32, int32_t)
 WHERE_LOOP(int64, int64_t)
 WHERE_LOOP(float32, float)
 WHERE_LOOP(float64, double)
-_Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its where loop in join.c");
+/* By compute dtype: uint8, int8 and int16 run the int32 loop. */
+_Static_assert(EV_DTYPE_COUNT == 8, "a new compute dtype needs its where loop in join.c");
 static const ev__loop_fn where_loops[EV_DTYPE_COUNT] = {
     where_bool, where_int32, where_int64, where_float32, where_float64,
 };

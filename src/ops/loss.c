@@ -10,9 +10,16 @@
 
 /* ---------------------------------------------------------------- helpers */
 
+/* An index of any integer dtype (checked on the issuing side), widened. */
 static inline int64_t load_index(const char *p, ev_dtype d)
 {
-    return d == EV_INT32 ? (int64_t)*(const int32_t *)p : *(const int64_t *)p;
+    switch (d) {
+    case EV_INT32: return *(const int32_t *)p;
+    case EV_UINT8: return *(const uint8_t *)p;
+    case EV_INT8: return *(const int8_t *)p;
+    case EV_INT16: return *(const int16_t *)p;
+    default: return *(const int64_t *)p;
+    }
 }
 
 static inline double load_float(const char *p, ev_dtype d)
@@ -22,8 +29,8 @@ static inline double load_float(const char *p, ev_dtype d)
 
 static int check_class_index(const char *name, const char *what, const ev_tensor *t)
 {
-    if (t->dtype != EV_INT32 && t->dtype != EV_INT64) {
-        return ev__set_message(EV_ETYPE, "%s: %s must be int32 or int64, not %s", name, what,
+    if (ev_dtype_get_info(t->dtype)->kind != EV_KIND_INT) {
+        return ev__set_message(EV_ETYPE, "%s: %s must have an integer dtype, not %s", name, what,
                                ev_dtype_name(t->dtype));
     }
     return 0;

@@ -305,6 +305,10 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
         return ev__set_message(EV_ETYPE, "%s: not supported for dtypes %s and %s", name,
                                ev_dtype_name(a->dtype), ev_dtype_name(b->dtype));
     }
+    /* Computed in the compute dtype, then cast to the result dtype when
+     * they differ (uint8 computes in int32: wrapping to 8 bits at the end
+     * gives what a uint8 accumulator would). */
+    ev_dtype res = r;
     r = ev_dtype_get_info(r)->compute;
     int a1d = a->ndim == 1, b1d = b->ndim == 1;
     int64_t n = a1d ? 1 : a->shape[a->ndim - 2];
@@ -382,6 +386,14 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     if (rc) {
         ev_tensor_unref(dst);
         return rc;
+    }
+    if (res != r) {
+        ev_tensor *wide = dst;
+        rc = ev_cast(ex, wide, res, &dst);
+        ev_tensor_unref(wide);
+        if (rc) {
+            return rc;
+        }
     }
     *out = dst;
     return 0;

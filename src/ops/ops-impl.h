@@ -36,7 +36,8 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
                     const ev__loop_ctx *ctx);
 
 /* 1 if a result of dtype r may be written into a tensor of dtype into
- * (NumPy's casting="same_kind": the kind does not go up). */
+ * (NumPy's casting="same_kind": the kind does not go up in the order bool <
+ * unsigned integer < signed integer < float). */
 int ev__can_cast_same_kind(ev_dtype r, ev_dtype into);
 
 /* Issues a binary op a <op> b whose result dtype is res, computed by loop

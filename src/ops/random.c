@@ -347,7 +347,7 @@ static int check_dtype(const char *fn, ev_dtype dtype, int want_kind)
         return ev__set_message(EV_ETYPE, "%s: dtype %s is not supported (expected %s)", fn,
                                info->name, want_kind == EV_KIND_FLOAT
                                                ? "float32 or float64"
-                                               : "int32 or int64");
+                                               : "an integer dtype");
     }
     return 0;
 }
@@ -416,9 +416,12 @@ int ev_randint(const ev_exec *ex, ev_generator *gen, int64_t low, int64_t high,
         return ev__set_message(EV_EINVAL, "randint: high (%lld) must be greater than low "
                                "(%lld)", (long long)high, (long long)low);
     }
-    if (dtype == EV_INT32 && (low < INT32_MIN || high - 1 > INT32_MAX)) {
+    int64_t mn, mx;
+    if (ev_dtype_get_info(dtype) && ev_dtype_get_info(dtype)->kind == EV_KIND_INT &&
+        ev_dtype_int_range(dtype, &mn, &mx) == 0 && (low < mn || high - 1 > mx)) {
         return ev__set_message(EV_EINVAL, "randint: the range [%lld, %lld) does not fit "
-                               "dtype int32", (long long)low, (long long)high);
+                               "dtype %s", (long long)low, (long long)high,
+                               ev_dtype_name(dtype));
     }
     rand_arg a;
     memset(&a, 0, sizeof a);
@@ -537,10 +540,12 @@ static int perm_kernel(void *p, ev_kctx *kc)
     if (n == 0) {
         return 0;
     }
-    if (a->t->dtype == EV_INT32) {
-        PERM_SHUFFLE(int32_t);
-    } else {
-        PERM_SHUFFLE(int64_t);
+    switch (a->t->dtype) {
+    case EV_INT32: PERM_SHUFFLE(int32_t); break;
+    case EV_UINT8: PERM_SHUFFLE(uint8_t); break;
+    case EV_INT8: PERM_SHUFFLE(int8_t); break;
+    case EV_INT16: PERM_SHUFFLE(int16_t); break;
+    default: PERM_SHUFFLE(int64_t); break;
     }
     return 0;
 }
@@ -552,14 +557,16 @@ int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
     if (n < 0) {
         return ev__set_message(EV_EINVAL, "%s: n must be >= 0, not %lld", fn, (long long)n);
     }
-    if (dtype != EV_INT32 && dtype != EV_INT64) {
-        const ev_dtype_info *info = ev_dtype_get_info(dtype);
+    const ev_dtype_info *info = ev_dtype_get_info(dtype);
+    if (!info || info->kind != EV_KIND_INT) {
         return ev__set_message(info ? EV_ETYPE : EV_EINVAL, "%s: dtype %s is not supported "
-                               "(expected int32 or int64)", fn, info ? info->name : "invalid");
+                               "(expected an integer dtype)", fn, info ? info->name : "invalid");
     }
-    if (dtype == EV_INT32 && n - 1 > INT32_MAX) {
-        return ev__set_message(EV_EINVAL, "%s: n = %lld does not fit dtype int32", fn,
-                               (long long)n);
+    int64_t mn, mx;
+    ev_dtype_int_range(dtype, &mn, &mx);
+    if (n - 1 > mx) {
+        return ev__set_message(EV_EINVAL, "%s: n = %lld does not fit dtype %s", fn,
+                               (long long)n, info->name);
     }
     ev_tensor *t;
     int rc = new_output(fn, ex, dtype, EV_KIND_INT, 1, &n, out, &t);

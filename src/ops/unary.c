@@ -231,7 +231,8 @@ UN_LOOP(clamp_float64, double, double,
     {[EV_INT32] = op##_int32, [EV_INT64] = op##_int64, [EV_FLOAT32] = op##_float32, \
      [EV_FLOAT64] = op##_float64}
 #define FLT(op) {[EV_FLOAT32] = op##_float32, [EV_FLOAT64] = op##_float64}
-_Static_assert(EV_DTYPE_COUNT == 5, "a new compute dtype needs its loops in unary.c");
+/* By compute dtype: uint8, int8 and int16 run the int32 loops. */
+_Static_assert(EV_DTYPE_COUNT == 8, "a new compute dtype needs its loops in unary.c");
 
 typedef const ev__loop_fn loop_table[EV_DTYPE_COUNT];
 static loop_table neg_loops = NUM(neg);
@@ -455,9 +456,10 @@ static int clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *lo, const ev_
         ctx.f0 = lo ? (ev_dtype_is_float(lo->dtype) ? lo->v.f : (double)lo->v.i) : -INFINITY;
         ctx.f1 = hi ? (ev_dtype_is_float(hi->dtype) ? hi->v.f : (double)hi->v.i) : INFINITY;
     } else {
-        /* Integer bounds beyond the dtype's range saturate at it. */
-        int64_t mn = x->dtype == EV_INT32 ? INT32_MIN : INT64_MIN;
-        int64_t mx = x->dtype == EV_INT32 ? INT32_MAX : INT64_MAX;
+        /* Integer bounds beyond the dtype's range saturate at it (the loop
+         * runs in the compute dtype, which holds that range). */
+        int64_t mn, mx;
+        ev_dtype_int_range(x->dtype, &mn, &mx);
         ctx.i0 = lo ? (lo->v.i < mn ? mn : lo->v.i > mx ? mx : lo->v.i) : mn;
         ctx.i1 = hi ? (hi->v.i < mn ? mn : hi->v.i > mx ? mx : hi->v.i) : mx;
     }

@@ -19,6 +19,9 @@
 #define EV__CTYPE_INT64 int64_t
 #define EV__CTYPE_FLOAT32 float
 #define EV__CTYPE_FLOAT64 double
+#define EV__CTYPE_UINT8 uint8_t
+#define EV__CTYPE_INT8 int8_t
+#define EV__CTYPE_INT16 int16_t
 
 static inline size_t ev__dsize(ev_dtype d)
 {
@@ -27,15 +30,18 @@ static inline size_t ev__dsize(ev_dtype d)
 
 /* Converts a host scalar to dtype d (as a cast does) and stores it at dst. */
 void ev__scalar_store(ev_dtype d, ev_scalar s, void *dst);
-/* The smallest integer dtype: what bool arithmetic that NumPy does in an
- * integer type (floor_divide, remainder, pow) computes in. */
+/* The smallest signed integer dtype (int8): what bool arithmetic that NumPy
+ * does in an integer type (floor_divide, remainder, pow, shifts) gives. */
 ev_dtype ev__smallest_int(void);
 
 /* Converts n elements from src (dtype sd, stride ss bytes) to dst (dtype dd,
  * stride ds bytes). Strides may be 0 on the source (broadcast) and negative.
  * Float to integer follows x86 (what NumPy gives there): NaN and values out of
- * range become the integer minimum, without C undefined behaviour. Any to bool
- * is x != 0. Source and destination must not overlap unless identical. */
+ * range become the integer minimum, without C undefined behaviour; for the
+ * narrow integers (uint8, int8, int16) the value is converted to int32 so,
+ * then wrapped to the narrow width (300.0 -> uint8 44, NaN -> 0). Integer to
+ * a narrower integer wraps. Any to bool is x != 0. Source and destination
+ * must not overlap unless identical. */
 void ev__cast_strided(void *dst, ev_dtype dd, int64_t ds, const void *src, ev_dtype sd,
                       int64_t ss, int64_t n);
 

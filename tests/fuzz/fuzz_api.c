@@ -293,8 +293,11 @@ static ev_tensor *create_valid(fz *f, reader *r)
                          : ev_randn(&f->ex, f->gen, dt, nd, shape, &t);
         break;
     case 7: {
-        int64_t lo = s8(r), hi = lo + 1 + u8(r) % 16;
-        if (dt != EV_INT32 && dt != EV_INT64) {
+        /* Valid for an integer dtype whose range holds [lo, hi) (uint8 takes
+         * no negative low, int8 no high past 128). */
+        int64_t lo = s8(r), hi = lo + 1 + u8(r) % 16, mn, mx;
+        if (ev_dtype_get_info(dt)->kind != EV_KIND_INT ||
+            (ev_dtype_int_range(dt, &mn, &mx) == 0 && (lo < mn || hi - 1 > mx))) {
             expect_err(ev_randint(&f->ex, f->gen, lo, hi, dt, nd, shape, &t), "randint dtype");
             return NULL;
         }
@@ -904,10 +907,12 @@ static void do_matmul(fz *f, reader *r)
     }
 }
 
-/* An index tensor with values in [-2, 2 * FZ_MAX_DIM): some out of range. */
+/* An index tensor of any integer dtype with values in [-2, 2 * FZ_MAX_DIM):
+ * some out of range (-2 as uint8 is 254). */
 static ev_tensor *index_tensor(fz *f, reader *r, int nd, const int64_t *shape)
 {
-    ev_dtype dt = (u8(r) & 1) ? EV_INT64 : EV_INT32;
+    static const ev_dtype dts[] = {EV_INT32, EV_INT64, EV_UINT8, EV_INT8, EV_INT16};
+    ev_dtype dt = dts[u8(r) % 5];
     int64_t n = shape_numel(nd, shape);
     int64_t vals[256];
     if (n > 256) {

@@ -12,14 +12,21 @@ import os
 import random
 import sys
 
-N_SEEDS = 40
+N_SEEDS = 48
 N_OPCODES = 16  # step() in fuzz_api.c switches on op % 16
+# Seeds from 40 on create tensors of the narrow integer dtypes (uint8, int8,
+# int16: dtype bytes 5, 6 and 7, the harness taking them modulo
+# EV_DTYPE_COUNT); seeds 0-39 are as they were before those dtypes existed.
+FIRST_NARROW = 40
 
 
-def create(rng, slot):
+def create(rng, slot, narrow):
     """One create step: opcode 0, dtype, ndim, sizes, kind 0/1 (zeros/ones), slot."""
     nd = rng.randrange(0, 4)
-    return bytes([0, rng.randrange(5), nd] + [rng.randrange(1, 5) for _ in range(nd)]
+    dt = rng.randrange(5)
+    if narrow:
+        dt = 5 + dt % 3
+    return bytes([0, dt, nd] + [rng.randrange(1, 5) for _ in range(nd)]
                  + [rng.randrange(2), slot])
 
 
@@ -27,7 +34,7 @@ def seed(i):
     rng = random.Random(1000 + i)
     out = bytearray([i & 0xFF])  # generator seed
     for slot in range(rng.randrange(2, 6)):
-        out += create(rng, slot)
+        out += create(rng, slot, i >= FIRST_NARROW)
     focus = i % N_OPCODES
     for _ in range(rng.randrange(8, 40)):
         op = focus if rng.random() < 0.5 else rng.randrange(N_OPCODES)

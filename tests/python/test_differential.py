@@ -21,11 +21,14 @@ How the generator handles eagervm's intentional differences from NumPy (see
 tests/python/test_ops.py and the module docs) -- it never generates what
 eagervm refuses on purpose, and models what it does differently:
 - max/min(x, dim) return values only (NumPy's max): modelled so;
-- Python scalars are weak (NumPy 1.24 value-based casting for small values),
-  but a float scalar with a bool or integer tensor has dtype float32 (so bool
-  tensor + 0.5 is float32, not NumPy's float64): modelled by `scalar_dtype`;
-- bool // bool, bool % bool and bool ** bool give int32 (NumPy: int8, a dtype
-  eagervm does not have): modelled;
+- Python scalars are weak (NumPy 1.24 value-based casting: an int that an
+  integer tensor's dtype cannot hold takes the smallest dtype that holds it,
+  so uint8 tensor + -3 is int16), but a float scalar with a bool or integer
+  tensor has dtype float32 (so bool tensor + 0.5 is float32, not NumPy's
+  float64): modelled by `scalar_dtype`;
+- exp/log/... of bool, uint8 and int8 give float32 (NumPy: float16, a dtype
+  eagervm does not have): modelled by `float_of`;
+- clamp bounds outside an integer dtype's range saturate at it: modelled;
 - integer ** negative integer fails in the kernel (as NumPy raises): not made;
 - mean/var/std/softmax need a float dtype (TypeError otherwise): not made;
 - x.to(x.dtype) always copies, x.contiguous() shares storage when x is
@@ -69,9 +72,9 @@ EXAMPLES = LONG or 200
 STEPS = int(os.environ.get("EAGERVM_HYPOTHESIS_STEPS", "30"))
 MAX_VARS = 10
 
-DTYPES = ["bool", "int32", "int64", "float32", "float64"]
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"]
 FLOATS = ("float32", "float64")
-INTS = ("int32", "int64")
+INTS = ("uint8", "int8", "int16", "int32", "int64")
 R = {"float32": 1e-4, "float64": 1e-10}  # elementwise tolerance (relative)
 RED = 10  # reductions and matmul: this much looser
 
@@ -82,11 +85,22 @@ def promote(a, b):
     return np.result_type(a, b).name
 
 
+def min_int_dtype(s):
+    """The smallest eagervm dtype holding the int s (uint8 for 0..255)."""
+    for dt in ("uint8", "int8", "int16", "int32"):
+        if np.iinfo(dt).min <= s <= np.iinfo(dt).max:
+            return dt
+    return "int64"
+
+
 def scalar_dtype(s, tdt):
     """The dtype eagervm gives a Python scalar next to a tensor of dtype tdt."""
     if isinstance(s, bool):
         return "bool"
     if isinstance(s, int):
+        if tdt in INTS:
+            info = np.iinfo(tdt)
+            return tdt if info.min <= s <= info.max else min_int_dtype(s)
         return "int64" if tdt == "bool" else tdt
     return tdt if tdt in FLOATS else "float32"
 
@@ -96,8 +110,9 @@ def isfloat(dt):
 
 
 def float_of(dt):
-    """Result dtype of exp/log/...: bool -> float32, ints -> float64."""
-    return dt if dt in FLOATS else ("float32" if dt == "bool" else "float64")
+    """Result dtype of exp/log/...: bool and the narrow ints -> float32,
+    int32 and int64 -> float64."""
+    return dt if dt in FLOATS else ("float64" if dt in ("int32", "int64") else "float32")
 
 
 def literal(x):
@@ -204,7 +219,7 @@ def binary_types(op, da, db):
     if kind == "div":
         return ct, ct if isfloat(ct) else "float64"
     if kind in ("fdiv", "pow"):
-        ct = "int32" if ct == "bool" else ct
+        ct = "int8" if ct == "bool" else ct  # NumPy's bool // bool
         return ct, ct
     if kind in ("cmp", "logical"):
         return ct, "bool"
@@ -265,7 +280,9 @@ def ref_unary_float(op, a):
 
 SPECIAL_F = [0.0, 0.5, -1.5, 1e-3, 1e20, -1e20, float("inf"), float("-inf"), float("nan"), 3.25]
 SPECIAL_I = {"int32": [0, 1, -1, 2**31 - 1, -2**31, 65536], "int64": [0, -1, 2**62, -2**63,
-                                                                       2**63 - 1, 2**32]}
+                                                                       2**63 - 1, 2**32],
+             "uint8": [0, 1, 127, 128, 254, 255], "int8": [0, -1, 127, -128, 126, -127],
+             "int16": [0, -1, 255, 256, 32767, -32768]}
 SCALARS = st.one_of(st.booleans(), st.integers(-4, 4),
                     st.sampled_from([0.5, -1.5, 2.0, 0.25, 3.0, -2.0]))
 
@@ -278,7 +295,7 @@ def values(dt, n, special):
     if dt == "bool":
         elem = st.booleans()
     elif dt in INTS:
-        elem = st.integers(-9, 9)
+        elem = st.integers(0 if dt == "uint8" else -9, 9)
         if special:
             elem = st.one_of(elem, st.sampled_from(SPECIAL_I[dt]))
     else:
@@ -472,7 +489,8 @@ class Program(RuleBasedStateMachine):
         dt = data.draw(st.sampled_from(DTYPES))
         fill = data.draw(st.sampled_from({"bool": [True, False]}.get(dt, [0, 1, -3, 7])))
         name = self.fresh()
-        a = np.full(shape, fill, dtype=dt)
+        # -3 into uint8 wraps to 253, as a cast does (NumPy's astype).
+        a = np.full(shape, np.array(fill).astype(dt), dtype=dt)
         self.add(ev.full(shape, fill, dtype=getattr(ev, dt)), a, Grp(),
                  f"{name} = ev.full({shape}, {fill!r}, dtype=ev.{dt})")
 
@@ -523,16 +541,20 @@ class Program(RuleBasedStateMachine):
             if dt in INTS:
                 lo, hi = data.draw(st.one_of(st.none(), st.integers(-5, 5))), \
                     data.draw(st.one_of(st.none(), st.integers(-5, 5)))
+                info = np.iinfo(dt)  # bounds past the dtype's range saturate
+                mlo = None if lo is None else min(max(lo, info.min), info.max)
+                mhi = None if hi is None else min(max(hi, info.min), info.max)
             else:
                 lo, hi = data.draw(st.one_of(st.none(), st.sampled_from([-1.5, 0.0, 2.0]))), \
                     data.draw(st.one_of(st.none(), st.sampled_from([-1.0, 1.0, 4.5])))
+                mlo, mhi = lo, hi
             if lo is None and hi is None:
                 return
             w = a.a
-            if lo is not None:
-                w = np.where(w < lo, np.asarray(lo, dtype=dt), w)
-            if hi is not None:
-                w = np.where(w > hi, np.asarray(hi, dtype=dt), w)
+            if mlo is not None:
+                w = np.where(w < mlo, np.asarray(mlo, dtype=dt), w)
+            if mhi is not None:
+                w = np.where(w > mhi, np.asarray(mhi, dtype=dt), w)
             t = ev.clamp(a.t, lo, hi) if not method else a.t.clamp(lo, hi)
             line = f"{name} = ev.clamp({a.name}, {lo!r}, {hi!r})"
             self.add(t, np.asarray(w, dtype=dt), Grp(a.grp.rtol, a.grp.atol), line)
@@ -632,7 +654,7 @@ class Program(RuleBasedStateMachine):
             s = data.draw(SCALARS)
             a.t.fill_(s)
             self.emit(f"{a.name}.fill_({s!r})")
-            a.a[...] = s
+            a.a[...] = np.array(s).astype(a.dt)  # -3 into uint8 wraps, as a cast
             return
         if how == 2:
             key, sub = "copy", shape
@@ -659,6 +681,8 @@ class Program(RuleBasedStateMachine):
                     return
         elif isinstance(b, float) and not isfloat(a.dt):
             b = bt = ba = int(b)
+        if not isinstance(b, V):
+            ba = np.array(ba).astype(a.dt)  # a Python int wraps as a cast does
         if key == "copy":
             r = a.t.copy_(bt)
             assert r is a.t
@@ -776,7 +800,8 @@ class Program(RuleBasedStateMachine):
         else:  # cast
             dt = data.draw(st.sampled_from(DTYPES))
             if isfloat(a.dt) and not isfloat(dt):
-                bound = 2.0**31 if dt == "int32" else 2.0**62
+                # Within int32 the narrow ints wrap as NumPy's x86 casts do.
+                bound = 2.0**62 if dt == "int64" else 2.0**31
                 if not a.exact or not finite_bounded(x, bound):
                     return
             r = t.to(getattr(ev, dt)) if data.draw(st.booleans()) else ev.cast(t, getattr(ev, dt))
@@ -792,7 +817,9 @@ class Program(RuleBasedStateMachine):
         if size == 0 and n:
             shape, n = (0,), 0
         vals = data.draw(st.lists(st.integers(lo, max(size - 1, 0)), min_size=n, max_size=n))
-        dt = data.draw(st.sampled_from(["int64", "int32"]))
+        dts = ["int64", "int32", "int16"] + (["int8"] if size <= 128 else []) + \
+            (["uint8"] if size <= 256 and not negative else [])
+        dt = data.draw(st.sampled_from(dts))
         a = np.array(vals, dtype=dt).reshape(shape)
         name = self.fresh()
         return self.add(ev.tensor(a), a.copy(), Grp(), f"{name} = ev.tensor({arr_literal(a)})")
@@ -909,7 +936,8 @@ class Program(RuleBasedStateMachine):
             bshape = compatible_shape(data, a.a.shape[:-2], False) + bshape
         b = self.pick(data, lambda v: v.a.shape == bshape and v.dt != "bool" and v.exact)
         if b is None or data.draw(st.booleans()):
-            b = self.make(data, bshape, ["int32", "int64", "float32", "float64"])
+            b = self.make(data, bshape, ["uint8", "int8", "int16", "int32", "int64", "float32",
+                                         "float64"])
         ct = promote(a.dt, b.dt)
         if isfloat(ct) and not (finite_bounded(a.a, 1e6) and finite_bounded(b.a, 1e6)):
             return

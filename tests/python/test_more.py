@@ -14,7 +14,7 @@ except ImportError:  # optional
     torch = None
 
 RNG = np.random.default_rng(7)
-INT_DTYPES = ["int32", "int64"]
+INT_DTYPES = ["uint8", "int8", "int16", "int32", "int64"]
 
 
 def npy(t):
@@ -35,7 +35,9 @@ def test_bitwise_binary(dtype, name, op):
     if dtype == "bool":
         a, b = RNG.random((3, 4)) > 0.5, RNG.random((4,)) > 0.5
     else:
-        a, b = ints((3, 4), dtype, -1000, 1000), ints((4,), dtype, -1000, 1000)
+        lo, hi = (0, 256) if dtype == "uint8" else (-100, 100) if dtype == "int8" else \
+            (-1000, 1000)
+        a, b = ints((3, 4), dtype, lo, hi), ints((4,), dtype, lo, hi)
     want = op(a, b)
     for got in (getattr(ev, name)(ev.tensor(a), ev.tensor(b)),
                 getattr(ev.tensor(a), name)(ev.tensor(b))):
@@ -75,6 +77,22 @@ def test_shifts_match_numpy():
     np.testing.assert_array_equal(npy(ev.bitwise_right_shift(ta, 3)), a >> 3)
     b = ints((7,), "int32", -100, 100)
     np.testing.assert_array_equal(npy(ev.tensor(b) << 2), b << np.int32(2))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16"])
+def test_narrow_shifts_match_numpy(dtype):
+    info = np.iinfo(dtype)
+    a = ints((4, 6), dtype, info.min, info.max + 1)
+    s = ints((6,), dtype, 0, 20)  # past the width of 8 and 16 bits
+    ta, ts = ev.tensor(a), ev.tensor(s)
+    for got, want in ((ta << ts, np.left_shift(a, s)), (ta >> ts, np.right_shift(a, s)),
+                      (~ta, np.invert(a)), (ta << 3, a << np.array(3, dtype))):
+        assert got.dtype.name == dtype
+        np.testing.assert_array_equal(npy(got), want)
+    # mixed: uint8 with int8 computes in int16, as NumPy
+    u, i = ints((5,), "uint8", 0, 256), ints((5,), "int8", -128, 128)
+    np.testing.assert_array_equal(npy(ev.tensor(u) ^ ev.tensor(i)), u ^ i)
+    assert (ev.tensor(u) ^ ev.tensor(i)).dtype == ev.int16
 
 
 def test_bitwise_inplace_and_zero_size():
@@ -154,7 +172,56 @@ def test_cat_errors():
         ev.stack([ev.ones(2), ev.ones(3)])
 
 
+@pytest.mark.parametrize("dt", ["uint8", "int8", "int16"])
+def test_narrow_where_cat_stack(dt):
+    c = RNG.random((3, 4)) > 0.5
+    x = ints((3, 4), dt, 0, 100)
+    tx = ev.tensor(x)
+    got = ev.where(ev.tensor(c), tx, 7)
+    assert got.dtype.name == dt
+    np.testing.assert_array_equal(npy(got), np.where(c, x, np.array(7, dt)))
+    # A scalar the dtype cannot hold widens (NumPy 1.24's value-based rule).
+    got = ev.where(ev.tensor(c), tx, -300)
+    assert got.dtype == ev.int16
+    np.testing.assert_array_equal(npy(got), np.where(c, x, -300))
+    for other in ("uint8", "int8", "int16", "int32", "float32"):
+        y = ints((3, 4), other, 0, 100)
+        want = np.concatenate([x, y], 1)
+        got = ev.cat([tx, ev.tensor(y)], 1)
+        assert got.dtype.name == want.dtype.name
+        np.testing.assert_array_equal(npy(got), want)
+        np.testing.assert_array_equal(npy(ev.stack([tx, ev.tensor(y)])), np.stack([x, y]))
+
+
 # -------------------------------------------------------------- selection
+
+@pytest.mark.parametrize("dt", ["uint8", "int8", "int16"])
+def test_narrow_selection_as_data(dt):
+    x = ints((4, 5), dt, 0, 100)
+    tx = ev.tensor(x)
+    idx = np.array([3, 0, 3])
+    np.testing.assert_array_equal(npy(ev.index_select(tx, 1, ev.tensor(idx))), x[:, idx])
+    g = RNG.integers(0, 5, size=(4, 2))
+    np.testing.assert_array_equal(npy(ev.gather(tx, 1, ev.tensor(g))),
+                                  np.take_along_axis(x, g, 1))
+    np.testing.assert_array_equal(npy(ev.take(tx, ev.tensor([[0, -1], [7, 19]]))),
+                                  np.take(x, [[0, -1], [7, 19]]))
+    # scatter_add wraps at the width, as NumPy's np.add.at.
+    src = np.full((4, 2), 100, dt)
+    want = x.copy()
+    np.add.at(want, (np.arange(4)[:, None], g), src)
+    got = ev.scatter_add(tx, 1, ev.tensor(g), ev.tensor(src))
+    assert got.dtype.name == dt
+    np.testing.assert_array_equal(npy(got), want)
+    # As indices: one_hot of uint8 labels, cross_entropy against them.
+    labels = np.array([3, 0, 9, 1], np.uint8) if dt == "uint8" else np.array([3, 0, 9, 1], dt)
+    oh = ev.one_hot(ev.tensor(labels), 10)
+    np.testing.assert_array_equal(npy(oh), np.eye(10, dtype=np.int64)[labels])
+    logits = RNG.standard_normal((4, 10))
+    a = ev.cross_entropy(ev.tensor(logits), ev.tensor(labels))
+    b = ev.cross_entropy(ev.tensor(logits), ev.tensor(labels.astype(np.int64)))
+    assert a.item() == b.item()
+
 
 def test_index_select_gather_take_scatter():
     x = RNG.random((4, 5))
@@ -229,6 +296,18 @@ def test_randint_and_fills():
     assert r.dtype == np.int32 and r.min() == -3 and r.max() == 3
     with pytest.raises(ValueError):
         ev.randint(5, 5, (3,))
+    for dt in ("uint8", "int8", "int16"):
+        info = np.iinfo(dt)
+        r = ev.randint(info.min, info.max + 1, (20000,), dtype=dt).numpy()
+        assert r.dtype == dt and r.min() >= info.min and r.max() <= info.max
+        if dt != "int16":  # 20000 draws see all 256 values
+            assert r.min() == info.min and r.max() == info.max
+        assert len(np.unique(r)) > min(200, 0.2 * (info.max - info.min))
+    with pytest.raises(ValueError, match=r"randint: the range \[0, 300\) does not fit dtype "
+                                         "uint8"):
+        ev.randint(0, 300, (3,), dtype=ev.uint8)
+    with pytest.raises(ValueError, match="does not fit dtype int8"):
+        ev.randint(-200, 0, (3,), dtype=ev.int8)
     t = ev.zeros(10000, dtype=ev.float64)
     assert t.uniform_(2, 3) is t
     v = t.numpy()
@@ -258,6 +337,20 @@ def test_integer_tensor_index():
     np.testing.assert_array_equal(npy(tx[1:4, None, ev.tensor([0])]), x[1:4, None, [0]])
     i32 = ev.tensor(np.array([1, 0], dtype=np.int32))
     np.testing.assert_array_equal(npy(tx[i32]), x[[1, 0]])
+    # Every integer dtype is an integer index (not a mask), negatives as NumPy.
+    for dt in ("uint8", "int8", "int16"):
+        idx = np.array([4, 0, 2, 3], dtype=dt)
+        np.testing.assert_array_equal(npy(tx[ev.tensor(idx)]), x[idx])
+        np.testing.assert_array_equal(npy(tx[:, ev.tensor(idx[1:3])]), x[:, idx[1:3]])
+    neg = np.array([-1, -5], dtype=np.int8)
+    np.testing.assert_array_equal(npy(tx[ev.tensor(neg)]), x[neg])
+    big = ev.tensor(ints((300, 2)))  # a uint8 index next to a size past 255
+    np.testing.assert_array_equal(npy(big[ev.tensor(np.array([255, 7], np.uint8))]),
+                                  npy(big)[[255, 7]])
+    t = ev.tensor(x.copy())
+    t[ev.tensor(np.array([1, -1], np.int8))] = 5
+    x[[1, -1]] = 5
+    np.testing.assert_array_equal(npy(t), x)
 
 
 def test_bool_mask_index():
@@ -314,6 +407,23 @@ def test_setitem_integer_index():
         t[ev.tensor([0, 1])] = ev.tensor([1, 2])  # shape (2,) does not fit (2, 3)
 
 
+def test_setitem_index_keeps_other_elements_exact():
+    # A float scalar into an int64 tensor: the unmasked elements must not go
+    # through float64 (2**62 + 1 is not a float64).
+    t = ev.tensor([1, 2**62 + 1, 2**63 - 1])
+    t[ev.tensor([True, False, False])] = 0.5
+    assert t.tolist() == [0, 2**62 + 1, 2**63 - 1]
+    u = ev.tensor(np.array([1, 2, 3], np.uint8))
+    u[u > 1] = -1  # converted as a cast: 255, as NumPy 1.24
+    assert u.dtype is ev.uint8 and u.tolist() == [1, 255, 255]
+    # The same through an integer index.
+    t = ev.tensor([1, 2**62 + 1, 2**63 - 1])
+    t[ev.tensor([0])] = ev.tensor(np.array(0.0, np.float32))
+    assert t.tolist() == [0, 2**62 + 1, 2**63 - 1]
+    t[[1]] = 0.5
+    assert t.tolist() == [0, 0, 2**63 - 1]
+
+
 def test_setitem_mask():
     x = RNG.random((4, 5))
     t = ev.tensor(x)
@@ -333,13 +443,17 @@ def test_setitem_mask():
 
 # ----------------------------------------------------------------- export
 
-@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int16", "int32", "int64",
+                                   "float32", "float64"])
 def test_buffer_protocol(dtype):
     a = (RNG.random((3, 4)) * 10).astype(dtype)
     t = ev.tensor(a) + 0 if dtype != "bool" else ev.tensor(a)
     mv = memoryview(t)
     assert mv.readonly and mv.shape == (3, 4) and mv.itemsize == a.itemsize
+    assert mv.format == {"bool": "?", "uint8": "B", "int8": "b", "int16": "h", "int32": "i",
+                         "int64": "q", "float32": "f", "float64": "d"}[dtype]
     np.testing.assert_array_equal(np.asarray(mv), a)
+    assert np.asarray(mv).dtype == a.dtype
     np.testing.assert_array_equal(np.asarray(memoryview(t.T)), a.T)  # a contiguous copy
     np.testing.assert_array_equal(np.frombuffer(t, dtype=dtype).reshape(3, 4), a)
     assert memoryview(ev.tensor(a)).tobytes() == a.tobytes()
@@ -362,12 +476,14 @@ def test_writable_buffer_request_raises():
         (ctypes.c_char * 8).from_buffer(ev.arange(1))
 
 
-@pytest.mark.parametrize("dtype", ["int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32", "int64", "float32",
+                                   "float64"])
 def test_dlpack_numpy(dtype):
     a = (RNG.random((3, 4)) * 10).astype(dtype)
     t = ev.tensor(a) * 1
     assert t.__dlpack_device__() == (1, 0)
     np.testing.assert_array_equal(np.from_dlpack(t), a)
+    assert np.from_dlpack(t).dtype == a.dtype
     np.testing.assert_array_equal(np.from_dlpack(t.T), a.T)  # strided
     np.testing.assert_array_equal(np.from_dlpack(t[:, 1:3]), a[:, 1:3])
     np.testing.assert_array_equal(np.from_dlpack(ev.tensor(a[0]).expand(2, 4)),

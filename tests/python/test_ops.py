@@ -8,9 +8,11 @@ import pytest
 
 import eagervm as ev
 
-NP = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "float32": np.float32,
-      "float64": np.float64}
+NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16,
+      "int32": np.int32, "int64": np.int64, "float32": np.float32, "float64": np.float64}
 DTYPES = list(NP)
+INTS = ("uint8", "int8", "int16", "int32", "int64")
+NARROW = ("uint8", "int8", "int16")
 RNG = np.random.default_rng(1234)
 
 # (shape a, shape b): broadcasting, 0-d, zero-size
@@ -21,10 +23,10 @@ SHAPES = [((3, 4), (3, 4)), ((2, 1, 4), (3, 1)), ((), (5,)), ((0, 3), (1, 3)), (
 def rand(shape, dtype, positive=False, nonzero=False):
     if dtype == "bool":
         return RNG.integers(0, 2, shape).astype(bool)
-    if dtype.startswith("int"):
-        lo = 1 if positive or nonzero else -9
+    if dtype in INTS:
+        lo = 1 if positive or nonzero or dtype == "uint8" else -9
         a = RNG.integers(lo, 10, shape).astype(NP[dtype])
-        if nonzero:
+        if nonzero and dtype != "uint8":
             a *= np.where(RNG.integers(0, 2, shape) == 0, -1, 1).astype(NP[dtype])
         return a
     a = RNG.standard_normal(shape) * 4
@@ -66,14 +68,13 @@ BINARY = {
 
 @pytest.mark.parametrize("op", list(BINARY))
 @pytest.mark.parametrize("da", DTYPES)
-@pytest.mark.parametrize("db", ["bool", "int32", "float32", "float64"])
+@pytest.mark.parametrize("db", ["bool", "uint8", "int8", "int16", "int32", "float32",
+                                "float64"])
 def test_binary_dtypes(op, da, db):
     if op == "sub" and da == db == "bool":
         with pytest.raises(TypeError):
             ev.sub(ev.tensor([True]), ev.tensor([False]))
         return
-    if op in ("floor_divide", "remainder", "pow") and "bool" in (da, db):
-        return  # NumPy gives int8 here, a dtype eagervm does not have
     pos = op == "pow"
     a = rand((3, 4), da, positive=pos)
     b = rand((3, 4), db, nonzero=op in ("div", "floor_divide", "remainder"))
@@ -105,7 +106,8 @@ OPERATORS = [
 
 
 @pytest.mark.parametrize("k", range(len(OPERATORS)))
-@pytest.mark.parametrize("dt", ["int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("dt", ["uint8", "int8", "int16", "int32", "int64", "float32",
+                                "float64"])
 @pytest.mark.parametrize("scalar", [2, 3.5, True])
 def test_operators_with_weak_scalars(k, dt, scalar):
     f = OPERATORS[k]
@@ -168,8 +170,9 @@ def test_unary(op, dt, shape, strided):
     with np.errstate(all="ignore"):
         want = np.asarray(UNARY[op](a.astype(np.float64) if op in FLOAT_OUT else a))
     if op in FLOAT_OUT:
-        want = want.astype({"bool": np.float32, "int32": np.float64, "int64": np.float64,
-                            "float32": np.float32, "float64": np.float64}[dt])
+        # NumPy gives float16 for bool, uint8 and int8; eagervm float32.
+        want = want.astype({"int32": np.float64, "int64": np.float64,
+                            "float64": np.float64}.get(dt, np.float32))
     else:
         want = want.astype(a.dtype) if op != "logical_not" else want
     t = as_ev(a, strided)
@@ -191,7 +194,8 @@ REDUCE = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min":
 
 
 @pytest.mark.parametrize("op", list(REDUCE))
-@pytest.mark.parametrize("dt", ["int32", "int64", "float32", "float64", "bool"])
+@pytest.mark.parametrize("dt", ["uint8", "int8", "int16", "int32", "int64", "float32",
+                                "float64", "bool"])
 @pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 2), False),
                                          (-1, True)])
 def test_reductions(op, dt, dim, keepdim):
@@ -199,12 +203,13 @@ def test_reductions(op, dt, dim, keepdim):
     if op == "prod" and dt != "bool":
         a = (a % 3).astype(a.dtype)
     t = ev.tensor(a)
-    if op == "mean" and dt in ("bool", "int32", "int64"):
-        with pytest.raises(TypeError):
+    if op == "mean" and (dt == "bool" or dt in INTS):
+        with pytest.raises(TypeError, match="a floating dtype is required"):
             ev.mean(t)
         return
     want = np.asarray(REDUCE[op](a, axis=dim, keepdims=keepdim))
-    if op in ("sum", "prod") and dt in ("bool", "int32"):
+    if op in ("sum", "prod") and (dt == "bool" or dt in INTS):
+        # int64 for every integer dtype, as PyTorch (NumPy: uint64 for uint8).
         want = want.astype(np.int64)
     check(getattr(ev, op)(t, dim=dim, keepdim=keepdim), want, rtol=1e-5)
     check(getattr(t[:, ::2], op)(dim, keepdim), np.asarray(REDUCE[op](
@@ -230,7 +235,7 @@ def test_arg_var_softmax():
 @pytest.mark.parametrize("sa,sb", [((4, 5), (5, 3)), ((5,), (5,)), ((5,), (5, 2)),
                                    ((2, 4, 5), (5, 3)), ((3, 1, 2, 4), (2, 4, 3)),
                                    ((0, 5), (5, 3))])
-@pytest.mark.parametrize("dt", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dt", ["float32", "float64", "int64", "uint8", "int8", "int16"])
 def test_matmul(sa, sb, dt):
     a, b = rand(sa, dt), rand(sb, dt)
     want = np.asarray(np.matmul(a, b))
@@ -263,3 +268,124 @@ def test_views_ops():
     u.copy_(ev.tensor([1, 2, 3]))
     u[0].fill_(7)
     check(u, np.array([[7, 7, 7], [1, 2, 3]], np.float32))
+
+
+# ------------------------------------------------------ uint8, int8, int16
+
+ALL = list(NP)
+
+
+def test_promotion_table_matches_numpy():
+    """numpy.result_type for every pair of dtypes, through an op's result."""
+    for da in ALL:
+        for db in ALL:
+            want = np.result_type(NP[da], NP[db])
+            got = (ev.zeros(1, dtype=da) + ev.zeros(1, dtype=db)) if (da, db) != (
+                "bool", "bool") else ev.logical_or(ev.zeros(1, dtype=da), ev.zeros(1, dtype=db))
+            assert got.dtype.name == want.name, (da, db)
+            assert ev.where(ev.tensor([True]), ev.zeros(1, dtype=da),
+                            ev.zeros(1, dtype=db)).dtype.name == want.name, (da, db)
+            assert ev.cat([ev.zeros(1, dtype=da), ev.zeros(1, dtype=db)]).dtype.name == \
+                want.name
+
+
+@pytest.mark.parametrize("dt", NARROW)
+def test_narrow_wraparound(dt):
+    info = np.iinfo(dt)
+    a = np.array([info.max, info.min, info.max, 100, 0, 7], dtype=dt)
+    b = np.array([1, 1, info.max, 3, 1, 0], dtype=dt)
+    ta, tb = ev.tensor(a), ev.tensor(b)
+    with np.errstate(all="ignore"):
+        for f in (np.add, np.subtract, np.multiply, np.floor_divide, np.remainder,
+                  np.maximum, np.minimum, np.power):
+            check(getattr(ev, f.__name__ if f is not np.power else "pow")(ta, tb), f(a, b))
+        check(-ta, np.negative(a))
+        check(abs(ta), np.abs(a))
+        check(~ta, np.invert(a))
+        check(ta << tb, np.left_shift(a, b))
+        check(ta >> tb, np.right_shift(a, b))
+        check(ta << 9, np.left_shift(a, np.array(9, dt)))  # past the width of 8 bits
+    # Division by zero gives 0, as NumPy.
+    assert (ta // ev.zeros(6, dtype=dt)).tolist() == [0] * 6
+    assert (ta % ev.zeros(6, dtype=dt)).tolist() == [0] * 6
+
+
+def test_uint8_specifics():
+    u = ev.tensor(np.array([0, 1, 200, 255], np.uint8))
+    assert (u - 1).tolist() == [255, 0, 199, 254]
+    assert (-u).tolist() == [0, 255, 56, 1]
+    assert abs(u).tolist() == [0, 1, 200, 255] and ev.relu(u).tolist() == [0, 1, 200, 255]
+    s = ev.tensor(np.array([-1, -1, -56, 127], np.int8))
+    # Compared in int16, not bit patterns: 255 != -1, 200 > -56.
+    assert (u == s).tolist() == [False, False, False, False]
+    assert (u > s).tolist() == [True, True, True, True]
+    assert (u.to(ev.int8) == s).tolist() == [False, False, True, False]
+    assert (u + s).dtype is ev.int16 and (u + s).tolist() == [-1, 0, 144, 382]
+    # NumPy's same_kind: a signed result does not go into uint8 in place.
+    with pytest.raises(TypeError, match="add_: the result dtype int16 cannot be cast to the "
+                                        "in-place operand's dtype uint8"):
+        u += s
+    with pytest.raises(TypeError, match="result dtype int16 cannot be cast"):
+        u += -1  # value-based: -1 is int8, uint8 + int8 is int16
+    u += 1  # fits uint8: stays uint8 and wraps
+    assert u.tolist() == [1, 2, 201, 0]
+    s += u
+    assert s.dtype is ev.int8 and s.tolist() == [0, 1, -111, 127]
+
+
+def test_float_ops_refuse_narrow_ints_alike():
+    for dt in NARROW:
+        t = ev.ones(3, dtype=dt)
+        with pytest.raises(TypeError, match=f"mean: input dtype {dt} is not supported"):
+            t.mean()
+        with pytest.raises(TypeError, match=f"softmax: input dtype {dt} is not supported"):
+            ev.softmax(t, 0)
+        with pytest.raises(TypeError, match=f"exp_: the result dtype float32 cannot be cast "
+                                            f"to the in-place operand's dtype {dt}"):
+            t.exp_()
+        with pytest.raises(TypeError, match="clamp: a float min for a tensor of dtype"):
+            t.clamp(0.5)
+        with pytest.raises(TypeError, match=f"rand: dtype {dt} is not supported"):
+            ev.rand(2, dtype=dt)
+
+
+# (tensor dtype, Python int) -> the result dtype: NumPy 1.24's value-based
+# casting, except where NumPy picks an unsigned type eagervm lacks.
+WEAK_EXCEPTIONS = {("uint8", 256): "int16", ("uint8", 32767): "int16",
+                   ("uint8", 32768): "int32", ("uint8", 2**31): "int64",
+                   ("uint8", 2**40): "int64"}
+
+
+@pytest.mark.parametrize("dt", ["bool", "uint8", "int8", "int16", "int32", "int64", "float32"])
+@pytest.mark.parametrize("v", [1, -1, 127, 128, 200, 255, 256, -129, 32767, 32768, -32769,
+                               2**31, 2**40])
+def test_weak_int_scalars_value_based(dt, v):
+    got = (ev.zeros(2, dtype=dt) + v).dtype.name
+    want = WEAK_EXCEPTIONS.get((dt, v), (np.zeros(2, dt) + v).dtype.name)
+    if dt == "float32" and want == "float64":
+        want = "float32"  # a tensor's float dtype always holds an int scalar
+    assert got == want, (dt, v, got)
+    r = (v + ev.zeros(2, dtype=dt)).dtype.name
+    assert r == got
+
+
+def test_narrow_casts_at_the_edges():
+    f = np.array([255.0, 256.0, 300.0, -1.0, -129.0, 127.9, -128.5, 1e10, np.nan, np.inf,
+                  -np.inf, 40000.0], np.float64)
+    t = ev.tensor(f)
+    with np.errstate(all="ignore"):
+        for dt in NARROW:
+            # NumPy on x86: through int32 (NaN, inf, 1e10 -> INT32_MIN), then wrapped.
+            want = f.astype(dt)
+            check(t.to(dt), want)
+            check(t.to(ev.float32).to(dt), f.astype(np.float32).astype(dt))
+    assert t.to(ev.uint8).tolist()[:5] == [255, 0, 44, 255, 127]
+    assert t.to(ev.uint8).tolist()[8:11] == [0, 0, 0]  # NaN, inf, -inf
+    i = ev.tensor([255, 256, -1, -129, 32768, -32769])
+    assert i.to(ev.uint8).tolist() == [255, 0, 255, 127, 0, 255]
+    assert i.to(ev.int8).tolist() == [-1, 0, -1, 127, 0, -1]
+    assert i.to(ev.int16).tolist() == [255, 256, -1, -129, -32768, 32767]
+    for a in DTYPES:
+        for b in DTYPES:
+            x = rand((5,), a)
+            check(ev.tensor(x).to(b), x.astype(NP[b]))

@@ -1,11 +1,13 @@
 """Tensors from Python data and NumPy, metadata, sync points, indexing and
 assignment, repr, and the argument errors raised at the call."""
+import pickle
+
 import numpy as np
 import pytest
 
 import eagervm as ev
 
-DTYPES = [ev.bool, ev.int32, ev.int64, ev.float32, ev.float64]
+DTYPES = [ev.bool, ev.uint8, ev.int8, ev.int16, ev.int32, ev.int64, ev.float32, ev.float64]
 
 
 def test_dtype_inference():
@@ -21,7 +23,8 @@ def test_dtype_inference():
     assert ev.tensor([0, 2], dtype=bool).tolist() == [False, True]
 
 
-@pytest.mark.parametrize("npdt", ["bool", "int32", "int64", "float32", "float64"])
+@pytest.mark.parametrize("npdt", ["bool", "uint8", "int8", "int16", "int32", "int64", "float32",
+                                  "float64"])
 def test_numpy_roundtrip(npdt):
     a = (np.random.default_rng(0).standard_normal((3, 4)) * 10).astype(npdt)
     t = ev.from_numpy(a)
@@ -31,16 +34,75 @@ def test_numpy_roundtrip(npdt):
     b[0, 0] = 1  # the array is a copy the user may keep and modify
     assert np.array_equal(t.numpy(), a)
     assert np.array_equal(np.asarray(t), a)
+    assert np.asarray(t).dtype == a.dtype and np.asarray(t, dtype=np.float64).dtype == np.float64
     assert t.tolist() == a.tolist()
+    assert ev.tensor(a).dtype.name == npdt  # the buffer protocol path, no widening
+    assert ev.tensor(a[:, ::2]).tolist() == a[:, ::2].tolist()  # strided
+    assert type(t[0, 0].item()) is type(a[0, 0].item())
 
 
 def test_buffers_widened_and_strided():
     assert ev.tensor(np.array([1, 200], dtype=np.uint8)).tolist() == [1, 200]
+    assert ev.tensor(np.array([1, 200], dtype=np.uint8)).dtype is ev.uint8
+    assert ev.tensor(np.array([-1, 2], dtype=np.int8)).dtype is ev.int8
+    assert ev.tensor(np.array([-1, 2], dtype=np.int16)).dtype is ev.int16
+    # Unsigned types eagervm lacks are widened to int64.
+    assert ev.tensor(np.array([1, 65535], dtype=np.uint16)).dtype is ev.int64
+    assert ev.tensor(np.array([1, 65535], dtype=np.uint16)).tolist() == [1, 65535]
     assert ev.tensor(np.array([1.5], dtype=np.float16)).dtype is ev.float32
     a = np.arange(24.0).reshape(4, 6)[::2, 1::2]
     assert np.array_equal(ev.tensor(a).numpy(), a)
     assert ev.tensor(np.float64(2.5)).item() == 2.5
     assert ev.tensor(bytearray(b"\x01\x02")).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_dtype_objects(dt):
+    assert dt.name == np.dtype(dt.name).name and str(dt) == dt.name
+    assert dt.itemsize == np.dtype(dt.name).itemsize
+    assert dt.is_floating_point == (dt.name.startswith("float"))
+    assert repr(dt) == f"eagervm.{dt.name}"
+    assert pickle.loads(pickle.dumps(dt)) is dt
+    assert getattr(ev, dt.name) is dt and getattr(ev._C, dt.name) is dt
+    # Named by a string, a NumPy dtype or a NumPy scalar type alike.
+    assert ev.zeros(1, dtype=dt.name).dtype is dt
+    assert ev.zeros(1, dtype=np.dtype(dt.name)).dtype is dt
+    assert ev.zeros(1, dtype=np.dtype(dt.name).type).dtype is dt
+
+
+def test_narrow_int_from_python_data():
+    assert ev.tensor([0, 255], dtype=ev.uint8).tolist() == [0, 255]
+    assert ev.tensor([-128, 127], dtype="int8").tolist() == [-128, 127]
+    assert ev.tensor([[1.9, -1.9]], dtype=ev.int16).tolist() == [[1, -1]]
+    assert ev.tensor(7, dtype=ev.uint8).item() == 7
+    assert isinstance(ev.tensor(7, dtype=ev.int8).item(), int)
+    # A Python value never wraps on its way in (NumPy 2's OverflowError).
+    with pytest.raises(OverflowError, match="Python integer 256 out of bounds for uint8"):
+        ev.tensor([256], dtype=ev.uint8)
+    with pytest.raises(OverflowError, match="Python integer -1 out of bounds for uint8"):
+        ev.tensor([-1], dtype=ev.uint8)
+    with pytest.raises(OverflowError, match="Python integer -129 out of bounds for int8"):
+        ev.tensor([-129], dtype=ev.int8)
+    with pytest.raises(OverflowError, match="out of bounds for int16"):
+        ev.tensor([40000], dtype=ev.int16)
+    assert repr(ev.tensor([1, 2], dtype=ev.uint8)) == "tensor([1, 2], dtype=uint8)"
+    assert repr(ev.tensor(-3, dtype=ev.int8)) == "tensor(-3, dtype=int8)"
+    assert repr(ev.zeros(0, 2, dtype=ev.int16)).endswith("dtype=int16)")
+    for dt in (ev.uint8, ev.int8, ev.int16):
+        assert ev.zeros(2, 3, dtype=dt).tolist() == [[0] * 3] * 2
+        assert ev.ones(2, dtype=dt).tolist() == [1, 1]
+        assert ev.full((2,), 5, dtype=dt).tolist() == [5, 5]
+        assert ev.empty(4, dtype=dt).dtype is dt
+        assert ev.arange(5, dtype=dt).tolist() == list(range(5))
+        assert ev.zeros_like(ev.ones(2, dtype=dt)).dtype is dt
+        assert ev.eye(2, dtype=dt).tolist() == [[1, 0], [0, 1]]
+        assert int(ev.tensor(3, dtype=dt)) == 3 and [9, 8, 7][ev.tensor(2, dtype=dt)] == 7
+    assert ev.arange(250, 260, dtype=ev.uint8).tolist() == \
+        np.arange(250, 260, dtype=np.uint8).tolist()  # wraps, as NumPy
+    t = ev.zeros(3, dtype=ev.uint8)
+    t[1] = 200
+    t[2:] = ev.tensor([7], dtype=ev.int8)
+    assert t.tolist() == [0, 200, 7]
 
 
 def test_metadata():

@@ -34,6 +34,24 @@ static void test_full_family(void)
     CHECK_EQ(got, INT64_MAX - 1);
     ev_tensor_unref(s);
 
+    /* The narrow integers take a value as a cast does: 300 -> uint8 44,
+     * -1 -> 255, 200 -> int8 -56; arange and eye fill them exactly. */
+    ev_tensor *u;
+    CHECK_OK(ev_full(&EX, EV_UINT8, 1, SHAPE(2), ev_scalar_int(300), &u));
+    check_tensor(u, EV_UINT8, 1, SHAPE(2), VALS(44, 44), 0);
+    CHECK_OK(ev_fill_(&EX, u, ev_scalar_int(-1)));
+    check_tensor(u, EV_UINT8, 1, SHAPE(2), VALS(255, 255), 0);
+    ev_tensor_unref(u);
+    CHECK_OK(ev_full(&EX, EV_INT8, 0, NULL, ev_scalar_int(200), &u));
+    check_tensor(u, EV_INT8, 0, NULL, VALS(-56), 0);
+    ev_tensor_unref(u);
+    CHECK_OK(ev_arange(&EX, ev_scalar_int(-3), ev_scalar_int(9), ev_scalar_int(4), EV_INT16, &u));
+    check_tensor(u, EV_INT16, 1, SHAPE(3), VALS(-3, 1, 5), 0);
+    ev_tensor_unref(u);
+    CHECK_OK(ev_eye(&EX, 2, 3, EV_UINT8, &u));
+    check_tensor(u, EV_UINT8, 2, SHAPE(2, 3), VALS(1, 0, 0, 0, 1, 0), 0);
+    ev_tensor_unref(u);
+
     ev_tensor *bad = NULL;
     CHECK_EQ(ev_zeros(&EX, EV_FLOAT32, 2, SHAPE(3, -1), &bad), EV_EINVAL);
     CHECK_STR_CONTAINS(ev_last_message(), "zeros: negative size -1 in dimension 1 of shape "

@@ -150,6 +150,211 @@ static void test_arith_int(void)
     ev_tensor_unref(b);
 }
 
+/* ------------------------------------------------- uint8, int8, int16 */
+
+/* v wrapped to dt's width, as NumPy's uint8/int8/int16 arithmetic. */
+static int64_t wrap_to(ev_dtype dt, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    switch (dt) {
+    case EV_UINT8: return (int64_t)(u & 0xff);
+    case EV_INT8: return (int64_t)(int8_t)(uint8_t)(u & 0xff);
+    default: return (int64_t)(int16_t)(uint16_t)(u & 0xffff);
+    }
+}
+
+/* NumPy's result of op on two values of dtype dt (exact arithmetic, then
+ * the wrap; 0 for integer division by zero; shifts by the width or more
+ * give 0, or -1 for a right shift of a negative value). */
+static int64_t ref_narrow(int op, ev_dtype dt, int64_t x, int64_t y)
+{
+    int bits = (int)ev_dtype_size(dt) * 8;
+    switch (op) {
+    case 0: return wrap_to(dt, x + y);
+    case 1: return wrap_to(dt, x - y);
+    case 2: return wrap_to(dt, x * y);
+    case 3: { /* floor_divide */
+        if (y == 0) {
+            return 0;
+        }
+        int64_t q = x / y;
+        if (x % y != 0 && ((x < 0) != (y < 0))) {
+            q--;
+        }
+        return wrap_to(dt, q);
+    }
+    case 4: { /* remainder */
+        if (y == 0) {
+            return 0;
+        }
+        int64_t r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) {
+            r += y;
+        }
+        return r;
+    }
+    case 5: { /* pow, y >= 0 */
+        uint64_t r = 1;
+        for (int64_t k = 0; k < y; k++) {
+            r *= (uint64_t)x;
+        }
+        return wrap_to(dt, (int64_t)r);
+    }
+    case 6: return x > y ? x : y;
+    case 7: return x < y ? x : y;
+    case 8: return wrap_to(dt, x & y);
+    case 9: return wrap_to(dt, x | y);
+    case 10: return wrap_to(dt, x ^ y);
+    case 11: return y < 0 || y >= bits ? 0 : wrap_to(dt, (int64_t)((uint64_t)x << y));
+    default: return y < 0 || y >= bits ? (x < 0 ? -1 : 0) : x >> y;
+    }
+}
+
+static void test_narrow_int(void)
+{
+    enum { N = 12, OPS = 13 };
+    const char *names[OPS] = {"add", "sub", "mul", "floor_divide", "remainder", "pow",
+                              "maximum", "minimum", "and", "or", "xor", "shl", "shr"};
+    const ev_dtype dts[] = {EV_UINT8, EV_INT8, EV_INT16};
+    for (int k = 0; k < 3; k++) {
+        ev_dtype dt = dts[k];
+        int64_t lo, hi;
+        CHECK_OK(ev_dtype_int_range(dt, &lo, &hi));
+        /* Edges of the range, signs, zero divisors; y in [0, 9] for pow and
+         * shifts beyond the width (k == 0 column). */
+        int64_t xv[N] = {hi, lo, hi, lo, 7, 0, 100, 3, 1, hi - 1, lo + 1, 5};
+        int64_t yv[N] = {1, 1, hi, 0, 2, 0, 3, 9, 7, 2, 3, 1};
+        if (lo < 0) {
+            xv[5] = -7;
+            yv[4] = -2;
+            yv[11] = -1; /* a negative shift count gives 0 or -1 */
+            xv[2] = lo;
+            yv[2] = -1; /* MIN // -1 wraps to MIN */
+        }
+        const int64_t n = N;
+        ev_tensor *x64, *y64, *x, *y;
+        CHECK_OK(ev_from_host(&EX, EV_INT64, 1, &n, xv, &x64));
+        CHECK_OK(ev_from_host(&EX, EV_INT64, 1, &n, yv, &y64));
+        CHECK_OK(ev_cast(&EX, x64, dt, &x));
+        CHECK_OK(ev_cast(&EX, y64, dt, &y));
+        for (int op = 0; op < OPS; op++) {
+            ev_tensor *r;
+            if (op == 5) {
+                /* pow with non-negative exponents only (else the kernel fails). */
+                ev_tensor *ay;
+                CHECK_OK(ev_abs(&EX, y, &ay));
+                ev_tensor *cap = tensor_from(dt, 0, NULL, VALS(9)), *ey;
+                CHECK_OK(ev_minimum(&EX, ay, cap, &ey));
+                CHECK_OK(ev_pow(&EX, x, ey, &r));
+                int64_t e[N];
+                read_i64(ey, e);
+                int64_t got[N];
+                read_i64(r, got);
+                for (int i = 0; i < N; i++) {
+                    CHECK_EQ(got[i], ref_narrow(op, dt, xv[i], e[i]));
+                }
+                ev_tensor_unref(ay);
+                ev_tensor_unref(cap);
+                ev_tensor_unref(ey);
+                ev_tensor_unref(r);
+                continue;
+            }
+            static const int bin[] = {EV_OP_ADD, EV_OP_SUB, EV_OP_MUL, EV_OP_FLOOR_DIVIDE,
+                                      EV_OP_REMAINDER, EV_OP_POW, EV_OP_MAXIMUM, EV_OP_MINIMUM};
+            if (op < 8) {
+                CHECK_OK(ev_binary(&EX, bin[op], x, y, &r));
+            } else {
+                CHECK_OK(ev_binary(&EX, EV_OP_BITWISE_AND + (op - 8), x, y, &r));
+            }
+            CHECK_EQ(ev_tensor_dtype(r), dt);
+            int64_t got[N];
+            read_i64(r, got);
+            for (int i = 0; i < N; i++) {
+                int64_t want = ref_narrow(op, dt, xv[i], yv[i]);
+                if (got[i] != want) {
+                    fprintf(stderr, "%s %s: %lld, %lld gave %lld\n", ev_dtype_name(dt), names[op],
+                            (long long)xv[i], (long long)yv[i], (long long)got[i]);
+                }
+                CHECK_EQ(got[i], want);
+            }
+            ev_tensor_unref(r);
+        }
+        /* Unary: neg wraps (uint8: 256 - x), abs of MIN is MIN, abs and relu
+         * of uint8 are the identity, ~x wraps. */
+        ev_tensor *ng, *ab, *rl, *nt;
+        CHECK_OK(ev_neg(&EX, x, &ng));
+        CHECK_OK(ev_abs(&EX, x, &ab));
+        CHECK_OK(ev_relu(&EX, x, &rl));
+        CHECK_OK(ev_bitwise_not(&EX, x, &nt));
+        int64_t gn[N], ga[N], gr[N], gt[N];
+        read_i64(ng, gn);
+        read_i64(ab, ga);
+        read_i64(rl, gr);
+        read_i64(nt, gt);
+        for (int i = 0; i < N; i++) {
+            CHECK_EQ(gn[i], wrap_to(dt, -xv[i]));
+            CHECK_EQ(ga[i], wrap_to(dt, xv[i] < 0 ? -xv[i] : xv[i]));
+            CHECK_EQ(gr[i], xv[i] > 0 ? xv[i] : 0);
+            CHECK_EQ(gt[i], wrap_to(dt, ~xv[i]));
+        }
+        CHECK_EQ(ev_tensor_dtype(ng), dt);
+        ev_tensor *ts[] = {ng, ab, rl, nt, x, y, x64, y64};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            ev_tensor_unref(ts[i]);
+        }
+    }
+    /* uint8 against signed dtypes compares values (in int16 or wider), not
+     * bits: 200 > -1 and 255 != -1. */
+    ev_tensor *u = tensor_from(EV_UINT8, 1, SHAPE(4), VALS(0, 200, 255, 127));
+    ev_tensor *s = tensor_from(EV_INT8, 1, SHAPE(4), VALS(0, -1, -1, 127));
+    ev_tensor *r;
+    CHECK_OK(ev_gt(&EX, u, s, &r));
+    check_tensor(r, EV_BOOL, 1, SHAPE(4), VALS(0, 1, 1, 0), 0);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_eq(&EX, u, s, &r));
+    check_tensor(r, EV_BOOL, 1, SHAPE(4), VALS(1, 0, 0, 1), 0);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_add(&EX, u, s, &r)); /* int16: no wrap at 8 bits */
+    check_tensor(r, EV_INT16, 1, SHAPE(4), VALS(0, 199, 254, 254), 0);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_sub(&EX, u, u, &r));
+    check_tensor(r, EV_UINT8, 1, SHAPE(4), VALS(0, 0, 0, 0), 0);
+    ev_tensor_unref(r);
+    ev_tensor *i32 = tensor_from(EV_INT32, 0, NULL, VALS(-300));
+    CHECK_OK(ev_lt(&EX, i32, u, &r));
+    check_tensor(r, EV_BOOL, 1, SHAPE(4), VALS(1, 1, 1, 1), 0);
+    ev_tensor_unref(r);
+    /* Division: true division gives float64; mixed with floats, float32. */
+    ev_tensor *f = tensor_from(EV_FLOAT32, 0, NULL, VALS(2));
+    CHECK_OK(ev_div(&EX, u, u, &r));
+    CHECK_EQ(ev_tensor_dtype(r), EV_FLOAT64);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_mul(&EX, u, f, &r));
+    check_tensor(r, EV_FLOAT32, 1, SHAPE(4), VALS(0, 400, 510, 254), 0);
+    ev_tensor_unref(r);
+    /* In place: NumPy's same_kind lets int8 take an int16 result but not
+     * uint8 (a signed result into an unsigned tensor). */
+    CHECK_EQ(ev_add_(&EX, u, s), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "add_: the result dtype int16 cannot be cast to the "
+                                          "in-place operand's dtype uint8");
+    CHECK_OK(ev_add_(&EX, s, u)); /* int16 -> int8 wraps: 127 + 127 = -2 */
+    check_tensor(s, EV_INT8, 1, SHAPE(4), VALS(0, -57, -2, -2), 0);
+    CHECK_OK(ev_mul_(&EX, u, u)); /* 200 * 200 = 40000 = 64 mod 256 */
+    check_tensor(u, EV_UINT8, 1, SHAPE(4), VALS(0, 64, 1, 1), 0);
+    /* Integer ops that refuse bool keep refusing; float functions give
+     * float32. */
+    CHECK_OK(ev_sqrt(&EX, u, &r));
+    check_tensor(r, EV_FLOAT32, 1, SHAPE(4), VALS(0, 8, 1, 1), 0);
+    ev_tensor_unref(r);
+    CHECK_EQ(ev_sqrt_(&EX, u), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "sqrt_: the result dtype float32 cannot be cast to "
+                                          "the in-place operand's dtype uint8");
+    ev_tensor_unref(u);
+    ev_tensor_unref(s);
+    ev_tensor_unref(i32);
+    ev_tensor_unref(f);
+}
+
 static void test_compare_logical(void)
 {
     ev_tensor *a = tensor_from(EV_INT32, 1, SHAPE(4), VALS(1, 2, 3, 0));
@@ -638,6 +843,7 @@ int main(void)
     test_setup();
     RUN_TEST(test_arith_float);
     RUN_TEST(test_arith_int);
+    RUN_TEST(test_narrow_int);
     RUN_TEST(test_compare_logical);
     RUN_TEST(test_broadcast_promote);
     RUN_TEST(test_noncontiguous);

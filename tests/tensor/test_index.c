@@ -129,7 +129,11 @@ static void test_index_select(void)
     check_tensor(r, EV_FLOAT64, 2, SHAPE(2, 4), VALS(8, 9, 10, 11, 4, 5, 6, 7), 0);
     ev_tensor_unref(r);
     CHECK_EQ(ev_index_select(&EX, x, 0, x, &r), EV_ETYPE);
-    CHECK_STR_CONTAINS(ev_last_message(), "index must be int32 or int64, not float64");
+    CHECK_STR_CONTAINS(ev_last_message(), "index must have an integer dtype, not float64");
+    ev_tensor *bidx = idx_tensor(EV_BOOL, 1, SHAPE(1), VALS(1));
+    CHECK_EQ(ev_index_select(&EX, x, 0, bidx, &r), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "index must have an integer dtype, not bool");
+    ev_tensor_unref(bidx);
     CHECK_EQ(ev_index_select(&EX, x, 2, i0, &r), EV_EINDEX);
     ev_tensor_unref(neg);
     ev_tensor_unref(bad);
@@ -239,6 +243,69 @@ static void test_scatter_add(void)
     ev_tensor_unref(x);
 }
 
+/* uint8, int8 and int16 as data (selection copies 1- and 2-byte elements;
+ * scatter_add wraps at the width) and as indices (every integer dtype). */
+static void test_narrow_int(void)
+{
+    const ev_dtype dts[] = {EV_UINT8, EV_INT8, EV_INT16};
+    for (int k = 0; k < 3; k++) {
+        ev_dtype dt = dts[k];
+        ev_tensor *x = tensor_from(dt, 2, SHAPE(2, 3), VALS(1, 2, 3, 4, 5, 6));
+        ev_tensor *i = idx_tensor(dt, 1, SHAPE(3), VALS(2, 0, 2)), *r;
+        CHECK_OK(ev_index_select(&EX, x, 1, i, &r));
+        check_tensor(r, dt, 2, SHAPE(2, 3), VALS(3, 1, 3, 6, 4, 6), 0);
+        ev_tensor_unref(r);
+        CHECK_OK(ev_take(&EX, x, i, &r));
+        check_tensor(r, dt, 1, SHAPE(3), VALS(3, 1, 3), 0);
+        ev_tensor_unref(r);
+        ev_tensor *gi = idx_tensor(dt, 2, SHAPE(2, 2), VALS(1, 0, 0, 1));
+        CHECK_OK(ev_gather(&EX, x, 0, gi, &r));
+        check_tensor(r, dt, 2, SHAPE(2, 2), VALS(4, 2, 1, 5), 0);
+        ev_tensor_unref(r);
+        /* 120 + 100 + 100 wraps for uint8 (64) and int8 (64), not int16. */
+        ev_tensor *acc = tensor_from(dt, 1, SHAPE(2), VALS(120, 0));
+        ev_tensor *src = tensor_from(dt, 1, SHAPE(3), VALS(100, 100, 7));
+        ev_tensor *si = idx_tensor(EV_INT64, 1, SHAPE(3), VALS(0, 0, 1));
+        CHECK_OK(ev_scatter_add_(&EX, acc, 0, si, src));
+        check_tensor(acc, dt, 1, SHAPE(2), VALS(dt == EV_INT16 ? 320 : 64, 7), 0);
+        ev_tensor *bad = idx_tensor(dt, 1, SHAPE(1), VALS(100));
+        CHECK_OK(ev_index_select(&EX, x, 1, bad, &r));
+        check_fails(r, "index_select: index 100 is out of bounds for dimension 1 with size 3");
+        ev_tensor_unref(r);
+        ev_tensor *ts[] = {x, i, gi, acc, src, si, bad};
+        for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
+            ev_tensor_unref(ts[j]);
+        }
+    }
+    /* A negative int8 index is out of range except for take. */
+    ev_tensor *x = tensor_from(EV_FLOAT32, 1, SHAPE(3), VALS(1, 2, 3));
+    ev_tensor *neg = idx_tensor(EV_INT8, 1, SHAPE(1), VALS(-1)), *r;
+    CHECK_OK(ev_take(&EX, x, neg, &r));
+    check_tensor(r, EV_FLOAT32, 1, SHAPE(1), VALS(3), 0);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_index_select(&EX, x, 0, neg, &r));
+    check_fails(r, "index -1 is out of bounds for dimension 0 with size 3");
+    ev_tensor_unref(r);
+    /* cat and where promote as NumPy: uint8 with int8 gives int16. */
+    ev_tensor *u = tensor_from(EV_UINT8, 1, SHAPE(2), VALS(255, 0));
+    ev_tensor *s = tensor_from(EV_INT8, 1, SHAPE(1), VALS(-128));
+    ev_tensor *parts[2] = {u, s};
+    CHECK_OK(ev_cat(&EX, parts, 2, 0, &r));
+    check_tensor(r, EV_INT16, 1, SHAPE(3), VALS(255, 0, -128), 0);
+    ev_tensor_unref(r);
+    ev_tensor *c = tensor_from(EV_BOOL, 1, SHAPE(2), VALS(1, 0));
+    CHECK_OK(ev_where(&EX, c, u, s, &r));
+    check_tensor(r, EV_INT16, 1, SHAPE(2), VALS(255, -128), 0);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_where(&EX, c, u, u, &r));
+    check_tensor(r, EV_UINT8, 1, SHAPE(2), VALS(255, 0), 0);
+    ev_tensor_unref(r);
+    ev_tensor *ts[] = {x, neg, u, s, c};
+    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
+        ev_tensor_unref(ts[j]);
+    }
+}
+
 int main(void)
 {
     test_setup();
@@ -247,6 +314,7 @@ int main(void)
     RUN_TEST(test_index_select);
     RUN_TEST(test_gather_take);
     RUN_TEST(test_scatter_add);
+    RUN_TEST(test_narrow_int);
     test_teardown();
     return 0;
 }

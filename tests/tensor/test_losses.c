@@ -36,8 +36,9 @@ static void check_fails(ev_tensor *t, int code, const char *want)
 
 static void test_one_hot_values(void)
 {
-    const ev_dtype dts[2] = {EV_INT32, EV_INT64};
-    for (int k = 0; k < 2; k++) {
+    /* Every integer dtype: uint8 labels go in as they are. */
+    const ev_dtype dts[5] = {EV_INT32, EV_INT64, EV_UINT8, EV_INT8, EV_INT16};
+    for (int k = 0; k < 5; k++) {
         ev_tensor *ix = tensor_from(dts[k], 2, SHAPE(2, 3), VALS(0, 3, 1, 2, 2, 0));
         ev_tensor *r;
         CHECK_OK(ev_one_hot(&EX, ix, 4, &r));
@@ -93,7 +94,8 @@ static void test_one_hot_errors(void)
     CHECK_ERR(ev_one_hot(&EX, ix, 3, NULL), EV_EINVAL, "out is NULL");
     CHECK_ERR(ev_one_hot(&EX, NULL, 3, &r), EV_EINVAL, "one_hot");
     ev_tensor *f = tensor_from(EV_FLOAT32, 1, SHAPE(2), VALS(0, 1));
-    CHECK_ERR(ev_one_hot(&EX, f, 3, &r), EV_ETYPE, "index must be int32 or int64, not float32");
+    CHECK_ERR(ev_one_hot(&EX, f, 3, &r), EV_ETYPE,
+              "index must have an integer dtype, not float32");
     ev_tensor *big;
     CHECK_OK(ev_zeros(&EX, EV_INT64, 8, SHAPE(1, 1, 1, 1, 1, 1, 1, 1), &big));
     CHECK_ERR(ev_one_hot(&EX, big, 2, &r), EV_EINVAL, "exceed the maximum");
@@ -138,7 +140,7 @@ static void test_cross_entropy_values(void)
         sum += rows[i];
     }
     const ev_dtype fdt[2] = {EV_FLOAT32, EV_FLOAT64};
-    const ev_dtype idt[2] = {EV_INT32, EV_INT64};
+    const ev_dtype idt[3] = {EV_INT32, EV_INT64, EV_UINT8};
     for (int a = 0; a < 2; a++) {
         /* float32 logits are rounded first, so compare with a loose rtol. */
         double rtol = fdt[a] == EV_FLOAT32 ? 1e-5 : 1e-12;
@@ -150,7 +152,7 @@ static void test_cross_entropy_values(void)
             ref32[i] = ref_row(xr + i * C, C, (int64_t)tv[i]);
             sum32 += ref32[i];
         }
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < 3; b++) {
             ev_tensor *t = tensor_from(idt[b], 1, SHAPE(N), tv), *r;
             CHECK_OK(ev_cross_entropy(&EX, lx, t, EV_REDUCTION_NONE, &r));
             check_tensor(r, fdt[a], 1, SHAPE(N), ref32, rtol);
@@ -252,7 +254,7 @@ static void test_cross_entropy_errors(void)
     CHECK_ERR(ev_cross_entropy(&EX, xi, ok, EV_REDUCTION_MEAN, &r), EV_ETYPE,
               "logits must be float32 or float64, not int32");
     CHECK_ERR(ev_cross_entropy(&EX, x, x, EV_REDUCTION_MEAN, &r), EV_ETYPE,
-              "target must be int32 or int64, not float32");
+              "target must have an integer dtype, not float32");
     ev_tensor *t2 = tensor_from(EV_INT64, 1, SHAPE(2), VALS(0, 1));
     CHECK_ERR(ev_cross_entropy(&EX, x, t2, EV_REDUCTION_MEAN, &r), EV_EINVAL,
               "expected logits (N, C) and target (N,), got logits [3, 4] and target [2]");
@@ -296,8 +298,14 @@ static void test_randperm_is_permutation(void)
     CHECK_OK(ev_generator_create(5, &g));
     const int64_t sizes[] = {0, 1, 2, 3, 10, 1000, 100003};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        for (int d = 0; d < 2; d++) {
-            ev_dtype dt = d ? EV_INT32 : EV_INT64;
+        for (int d = 0; d < 5; d++) {
+            const ev_dtype dts[5] = {EV_INT64, EV_INT32, EV_INT16, EV_INT8, EV_UINT8};
+            ev_dtype dt = dts[d];
+            int64_t lo, hi;
+            CHECK_OK(ev_dtype_int_range(dt, &lo, &hi));
+            if (sizes[k] - 1 > hi) {
+                continue; /* refused, see test_randperm_errors */
+            }
             ev_tensor *t;
             CHECK_OK(ev_randperm(&EX, g, sizes[k], dt, &t));
             CHECK_EQ(ev_tensor_dtype(t), dt);
@@ -391,17 +399,23 @@ static void test_randperm_errors(void)
     CHECK_OK(ev_generator_create(1, &g));
     ev_tensor *t;
     CHECK_ERR(ev_randperm(&EX, g, -1, EV_INT64, &t), EV_EINVAL, "randperm: n must be >= 0");
-    CHECK_ERR(ev_randperm(&EX, g, 5, EV_FLOAT32, &t), EV_ETYPE, "expected int32 or int64");
+    CHECK_ERR(ev_randperm(&EX, g, 5, EV_FLOAT32, &t), EV_ETYPE, "expected an integer dtype");
     CHECK_ERR(ev_randperm(&EX, g, 5, EV_BOOL, &t), EV_ETYPE, "randperm");
     CHECK_ERR(ev_randperm(&EX, g, 5, (ev_dtype)99, &t), EV_EINVAL, "randperm");
     CHECK_ERR(ev_randperm(&EX, g, (int64_t)INT32_MAX + 2, EV_INT32, &t), EV_EINVAL,
               "does not fit dtype int32");
+    CHECK_ERR(ev_randperm(&EX, g, 257, EV_UINT8, &t), EV_EINVAL,
+              "n = 257 does not fit dtype uint8");
+    CHECK_ERR(ev_randperm(&EX, g, 129, EV_INT8, &t), EV_EINVAL, "does not fit dtype int8");
     CHECK_ERR(ev_randperm(&EX, g, 5, EV_INT64, NULL), EV_EINVAL, "out is NULL");
     CHECK_ERR(ev_randperm(NULL, g, 5, EV_INT64, &t), EV_EINVAL, "randperm");
     /* Failed calls consume nothing. */
     ev_generator_state s;
     CHECK_OK(ev_generator_get_state(g, &s));
     CHECK_EQ(s.offset, 0);
+    CHECK_OK(ev_randperm(&EX, g, 256, EV_UINT8, &t)); /* 0 .. 255 fits */
+    free(read_perm(t, 256));
+    ev_tensor_unref(t);
     /* The default generator works too. */
     CHECK_OK(ev_randperm(&EX, NULL, 7, EV_INT64, &t));
     free(read_perm(t, 7));

@@ -238,6 +238,54 @@ static void test_zero_size(void)
     }
 }
 
+/* uint8, int8, int16: the result keeps the promoted dtype and wraps at its
+ * width, as NumPy's matmul (an 8-bit accumulator and int32 accumulation
+ * wrapped at the end agree); mixed with int8, uint8 promotes to int16. */
+static void test_narrow_int(void)
+{
+    const ev_dtype dts[] = {EV_UINT8, EV_INT8, EV_INT16};
+    for (int k = 0; k < 3; k++) {
+        /* Values in [0, 2], so no product sum wraps: exact against the
+         * reference (batched and 1-d forms). */
+        ev_tensor *a = make(EV_INT64, 3, SHAPE(2, 3, 4), 1), *b = make(EV_INT64, 2, SHAPE(4, 2), 2);
+        ev_tensor *v = make(EV_INT64, 1, SHAPE(4), 3);
+        ev_tensor *three = tensor_from(EV_INT64, 0, NULL, VALS(3));
+        ev_tensor *src[3] = {a, b, v}, *nar[3];
+        for (int i = 0; i < 3; i++) {
+            ev_tensor *ab, *q;
+            CHECK_OK(ev_abs(&EX, src[i], &ab));
+            CHECK_OK(ev_floor_divide(&EX, ab, three, &q));
+            CHECK_OK(ev_cast(&EX, q, dts[k], &nar[i]));
+            ev_tensor_unref(ab);
+            ev_tensor_unref(q);
+        }
+        check_matmul(nar[0], nar[1], dts[k], 0);
+        check_matmul(nar[0], nar[2], dts[k], 0);
+        check_matmul(nar[2], nar[1], dts[k], 0);
+        ev_tensor *ts[] = {a, b, v, three, nar[0], nar[1], nar[2]};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            ev_tensor_unref(ts[i]);
+        }
+    }
+    /* Wrapping: [100, 100] . [100, 100] = 20000, which is 32 as uint8,
+     * 32 as int8 and 20000 as int16. */
+    const double want[] = {32, 32, 20000};
+    for (int k = 0; k < 3; k++) {
+        ev_tensor *x = tensor_from(dts[k], 1, SHAPE(2), VALS(100, 100)), *c;
+        CHECK_OK(ev_matmul(&EX, x, x, &c));
+        check_tensor(c, dts[k], 0, NULL, &want[k], 0);
+        ev_tensor_unref(c);
+        ev_tensor_unref(x);
+    }
+    ev_tensor *u = tensor_from(EV_UINT8, 2, SHAPE(1, 2), VALS(200, 255));
+    ev_tensor *s = tensor_from(EV_INT8, 2, SHAPE(2, 1), VALS(-1, 2)), *c;
+    CHECK_OK(ev_matmul(&EX, u, s, &c));
+    check_tensor(c, EV_INT16, 2, SHAPE(1, 1), VALS(310), 0);
+    ev_tensor_unref(c);
+    ev_tensor_unref(u);
+    ev_tensor_unref(s);
+}
+
 static void test_errors(void)
 {
     ev_tensor *a = make(EV_FLOAT32, 2, SHAPE(2, 3), 1);
@@ -305,6 +353,7 @@ int main(void)
     RUN_TEST(test_views);
     RUN_TEST(test_large);
     RUN_TEST(test_zero_size);
+    RUN_TEST(test_narrow_int);
     RUN_TEST(test_errors);
     RUN_TEST(test_two_workers);
     test_teardown();

@@ -576,6 +576,29 @@ static void test_randint_stats(void)
     free(v);
     ev_tensor_unref(t);
 
+    /* The narrow dtypes over their whole range: in bounds, the extremes
+     * seen for 8 bits, within 100 of them for int16 (P(miss) < 1e-130). */
+    const ev_dtype nd[3] = {EV_UINT8, EV_INT8, EV_INT16};
+    for (int k = 0; k < 3; k++) {
+        int64_t lo, hi;
+        CHECK_OK(ev_dtype_int_range(nd[k], &lo, &hi));
+        CHECK_OK(ev_randint(&EX, g, lo, hi + 1, nd[k], 1, SHAPE(N), &t));
+        CHECK_EQ(ev_tensor_dtype(t), nd[k]);
+        int64_t *x = malloc(sizeof(int64_t) * N);
+        CHECK(x);
+        read_i64(t, x);
+        int64_t mn = hi, mx = lo;
+        for (int i = 0; i < N; i++) {
+            mn = x[i] < mn ? x[i] : mn;
+            mx = x[i] > mx ? x[i] : mx;
+        }
+        int64_t slack = nd[k] == EV_INT16 ? 100 : 0;
+        CHECK(mn >= lo && mn <= lo + slack);
+        CHECK(mx <= hi && mx >= hi - slack);
+        free(x);
+        ev_tensor_unref(t);
+    }
+
     /* [0, 1) is all zeros. */
     CHECK_OK(ev_randint(&EX, g, 0, 1, EV_INT64, 1, SHAPE(9), &t));
     check_tensor(t, EV_INT64, 1, SHAPE(9), VALS(0, 0, 0, 0, 0, 0, 0, 0, 0), 0);
@@ -769,6 +792,14 @@ static void test_errors(void)
               "does not fit dtype int32");
     CHECK_ERR(ev_randint(&EX, g, (int64_t)INT32_MIN - 1, 0, EV_INT32, 1, s3, &t), EV_EINVAL,
               "does not fit dtype int32");
+    CHECK_ERR(ev_randint(&EX, g, 0, 257, EV_UINT8, 1, s3, &t), EV_EINVAL,
+              "randint: the range [0, 257) does not fit dtype uint8");
+    CHECK_ERR(ev_randint(&EX, g, -1, 3, EV_UINT8, 1, s3, &t), EV_EINVAL,
+              "does not fit dtype uint8");
+    CHECK_ERR(ev_randint(&EX, g, -129, 0, EV_INT8, 1, s3, &t), EV_EINVAL,
+              "does not fit dtype int8");
+    CHECK_ERR(ev_randint(&EX, g, 0, 32769, EV_INT16, 1, s3, &t), EV_EINVAL,
+              "does not fit dtype int16");
     CHECK_ERR(ev_randint(&EX, g, 0, 2, EV_INT64, 1, SHAPE(-1), &t), EV_EINVAL,
               "randint: negative");
     CHECK(t == NULL); /* untouched on failure */

@@ -249,6 +249,60 @@ static void test_int_and_bool(void)
     ev_tensor_unref(l);
 }
 
+/* uint8, int8, int16: sum and prod give int64 (PyTorch; no wrap at the
+ * narrow width), max/min keep the dtype, argmax/argmin int64; over the last
+ * dim (dense rows), the first (the outer path of wider dtypes) and all. */
+static void test_narrow_int(void)
+{
+    const ev_dtype dts[] = {EV_UINT8, EV_INT8, EV_INT16};
+    const double vu[6] = {255, 1, 200, 3, 0, 255};
+    const double vs[6] = {-128, 1, 127, -3, 0, 127};
+    int d0 = 0, d1 = 1;
+    for (int k = 0; k < 3; k++) {
+        const double *v = dts[k] == EV_UINT8 ? vu : vs;
+        ev_tensor *x = tensor_from(dts[k], 2, SHAPE(2, 3), v), *y;
+        CHECK_OK(ev_sum(&EX, x, 1, &d1, 0, &y));
+        check_tensor(y, EV_INT64, 1, SHAPE(2), VALS(v[0] + v[1] + v[2], v[3] + v[4] + v[5]), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_sum(&EX, x, 1, &d0, 0, &y));
+        check_tensor(y, EV_INT64, 1, SHAPE(3), VALS(v[0] + v[3], v[1] + v[4], v[2] + v[5]), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_prod(&EX, x, 0, NULL, 0, &y));
+        check_tensor(y, EV_INT64, 0, NULL, VALS(v[0] * v[1] * v[2] * v[3] * v[4] * v[5]), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_prod(&EX, x, 1, &d0, 0, &y));
+        check_tensor(y, EV_INT64, 1, SHAPE(3), VALS(v[0] * v[3], v[1] * v[4], v[2] * v[5]), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_max(&EX, x, 1, &d1, 0, &y));
+        check_tensor(y, dts[k], 1, SHAPE(2), VALS(fmax(fmax(v[0], v[1]), v[2]),
+                                                 fmax(fmax(v[3], v[4]), v[5])), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_min(&EX, x, 1, &d0, 1, &y));
+        check_tensor(y, dts[k], 2, SHAPE(1, 3), VALS(fmin(v[0], v[3]), fmin(v[1], v[4]),
+                                                    fmin(v[2], v[5])), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_argmax(&EX, x, NULL, 0, &y));
+        check_tensor(y, EV_INT64, 0, NULL, VALS(dts[k] == EV_UINT8 ? 0 : 2), 0);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_argmin(&EX, x, &d1, 0, &y));
+        check_tensor(y, EV_INT64, 1, SHAPE(2), VALS(dts[k] == EV_UINT8 ? 1 : 0,
+                                                   dts[k] == EV_UINT8 ? 1 : 0), 0);
+        ev_tensor_unref(y);
+        CHECK_EQ(ev_mean(&EX, x, 0, NULL, 0, &y), EV_ETYPE);
+        CHECK_STR_CONTAINS(ev_last_message(), "mean: input dtype");
+        CHECK_STR_CONTAINS(ev_last_message(), "a floating dtype is required");
+        ev_tensor_unref(x);
+    }
+    /* A long uint8 sum: 100000 * 255 is far past 2^16 and exact in int64. */
+    const int64_t n = 100000;
+    ev_tensor *o, *y;
+    CHECK_OK(ev_full(&EX, EV_UINT8, 1, &n, ev_scalar_int(255), &o));
+    CHECK_OK(ev_sum(&EX, o, 0, NULL, 0, &y));
+    check_tensor(y, EV_INT64, 0, NULL, VALS(25500000), 0);
+    ev_tensor_unref(y);
+    ev_tensor_unref(o);
+}
+
 static void test_non_contiguous(void)
 {
     double vals[48];
@@ -524,6 +578,7 @@ int main(void)
     RUN_TEST(test_all_subsets);
     RUN_TEST(test_full_reduction_and_argmax_flat);
     RUN_TEST(test_int_and_bool);
+    RUN_TEST(test_narrow_int);
     RUN_TEST(test_non_contiguous);
     RUN_TEST(test_nan);
     RUN_TEST(test_zero_size_and_0d);

@@ -166,6 +166,8 @@ static int scalar_tensor(ev_dtype dtype, PyObject *obj, ev_tensor **out)
 {
     union {
         uint8_t b;
+        int8_t i8;
+        int16_t i16;
         int32_t i32;
         int64_t i64;
         float f32;
@@ -174,6 +176,15 @@ static int scalar_tensor(ev_dtype dtype, PyObject *obj, ev_tensor **out)
     switch (dtype) {
     case EV_BOOL:
         v.b = (uint8_t)PyObject_IsTrue(obj);
+        break;
+    case EV_UINT8: /* weak_dtype chose a dtype that holds the value */
+        v.b = (uint8_t)PyLong_AsLong(obj);
+        break;
+    case EV_INT8:
+        v.i8 = (int8_t)PyLong_AsLong(obj);
+        break;
+    case EV_INT16:
+        v.i16 = (int16_t)PyLong_AsLong(obj);
         break;
     case EV_INT32:
         v.i32 = (int32_t)PyLong_AsLong(obj);
@@ -199,10 +210,35 @@ static int scalar_tensor(ev_dtype dtype, PyObject *obj, ev_tensor **out)
     return rc ? evpy_raise_int(rc) : 0;
 }
 
-/* NumPy's weak scalars: a Python scalar takes the dtype of the tensor it
- * meets when that dtype can hold it within the scalar's kind (an int with
- * an int32 or float32 tensor stays int32/float32), otherwise the default of
- * its kind (int64; float32 for a float, the default float dtype). */
+/* The smallest dtype that holds the integer v, preferring uint8 for 0..255
+ * (NumPy's min_scalar_type among eagervm's dtypes: it has no uint16, uint32
+ * or uint64, so larger values take the next signed dtype). */
+static ev_dtype min_int_dtype(long long v)
+{
+    static const ev_dtype order[] = {EV_UINT8, EV_INT8, EV_INT16, EV_INT32};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        int64_t lo, hi;
+        ev_dtype_int_range(order[i], &lo, &hi);
+        if (v >= lo && v <= hi) {
+            return order[i];
+        }
+    }
+    return EV_INT64;
+}
+
+/* NumPy's weak scalars (NumPy 1.x value-based casting): a Python scalar
+ * takes the dtype of the tensor it meets when that dtype can hold it within
+ * the scalar's kind (an int with a uint8, int8, int16 or int32 tensor, a
+ * float with a float32 tensor, keep the tensor's dtype). An int too large
+ * for an integer tensor takes the smallest dtype that holds it, and the
+ * promotion then widens the result: int8 + 200 is int16, uint8 + -1 is
+ * int16, int32 + 2**40 is int64, as NumPy 1.24; where NumPy would pick an
+ * unsigned type eagervm lacks (uint8 + 256 is uint16 there) the result is
+ * the signed type that holds the same values (int16). An int with a bool
+ * tensor, or with no tensor, is int64; a float with a non-float tensor is
+ * float32, the default float dtype (NumPy: float64; PyTorch: float32).
+ * PyTorch keeps an integer tensor's dtype for any int (wrapping); eagervm
+ * keeps NumPy's rule, which never wraps the scalar. */
 static ev_dtype weak_dtype(PyObject *obj, const ev_tensor *like)
 {
     int have = like != NULL;
@@ -215,11 +251,15 @@ static ev_dtype weak_dtype(PyObject *obj, const ev_tensor *like)
         if (lkind == EV_KIND_FLOAT) {
             return ld;
         }
-        if (ld == EV_INT32) {
+        if (lkind == EV_KIND_INT && ld != EV_INT64) {
             int overflow;
             long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-            /* Too large for int32: widen, as NumPy 1.x's value-based casting. */
-            return !overflow && v >= INT32_MIN && v <= INT32_MAX ? EV_INT32 : EV_INT64;
+            int64_t lo, hi;
+            ev_dtype_int_range(ld, &lo, &hi);
+            if (overflow) {
+                return EV_INT64; /* scalar_tensor raises OverflowError */
+            }
+            return v >= lo && v <= hi ? ld : min_int_dtype(v);
         }
         return EV_INT64;
     }

@@ -810,7 +810,9 @@ static int mask_to_index(ev_tensor *base, ev_tensor *mask, int dim, int must_vie
 /* where(idx < 0, idx + size, idx): NumPy's negative indices, asynchronously. */
 static int wrap_negative(const ev_exec *ex, ev_tensor *idx, int64_t size, ev_tensor **out)
 {
-    ev_dtype dt = ev_tensor_dtype(idx);
+    /* The bounds in int32 for an int32 index, else int64: a narrower index
+     * promotes to it in the ops below (a uint8 index may face a size of 300). */
+    ev_dtype dt = ev_tensor_dtype(idx) == EV_INT32 ? EV_INT32 : EV_INT64;
     union {
         int32_t i32;
         int64_t i64;
@@ -983,6 +985,15 @@ static int assign_rows(evpy_state *st, ev_tensor *base, int dim, ev_tensor *idx,
         err = ev_view(maskt, nd, mshape, &maskv);
     }
     err = err ? err : ev_index_select(&ex, vflat, dim, rows, &picked);
+    if (!err && ev_tensor_dtype(picked) != ev_tensor_dtype(base)) {
+        /* In base's dtype before the where, as for a mask (see below). */
+        ev_tensor *pc;
+        err = ev_cast(&ex, picked, ev_tensor_dtype(base), &pc);
+        if (!err) {
+            ev_tensor_unref(picked);
+            picked = pc;
+        }
+    }
     err = err ? err : ev_where(&ex, maskv, picked, base, &res);
     err = err ? err : ev_copy_(&ex, base, res);
     if (err) {
@@ -1026,6 +1037,23 @@ int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value)
             ev_exec ex;
             if (evpy_operand(st, value, base, &v, &own) != 0 || evpy_exec(&ex) != 0) {
                 goto done;
+            }
+            if (ev_tensor_dtype(v) != ev_tensor_dtype(base)) {
+                /* The value in base's dtype first, as NumPy assigns: a where
+                 * in the promoted dtype would carry every element of base
+                 * through it (int64 through float64 loses its low bits).
+                 * assign_rows does the same for integer indices. */
+                ev_tensor *vc;
+                err = ev_cast(&ex, v, ev_tensor_dtype(base), &vc);
+                if (own) {
+                    ev_tensor_unref(v);
+                }
+                if (err) {
+                    evpy_raise(err);
+                    goto done;
+                }
+                v = vc;
+                own = 1;
             }
             int nd = ev_tensor_ndim(base), kd = ev_tensor_ndim(k.idx);
             int64_t mshape[EV_MAX_DIMS];
@@ -1084,6 +1112,12 @@ static const char *buffer_format(ev_dtype d)
         return "q";
     case EV_FLOAT32:
         return "f";
+    case EV_UINT8:
+        return "B";
+    case EV_INT8:
+        return "b";
+    case EV_INT16:
+        return "h";
     default:
         return "d";
     }
@@ -1214,7 +1248,12 @@ static int dl_dtype(ev_dtype d, DLDataType *out)
         return 0;
     case EV_INT32:
     case EV_INT64:
+    case EV_INT8:
+    case EV_INT16:
         out->code = kDLInt;
+        return 0;
+    case EV_UINT8:
+        out->code = kDLUInt;
         return 0;
     default:
         out->code = kDLFloat;
@@ -1352,6 +1391,12 @@ static PyObject *from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
             dtype = EV_INT32;
         } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 64) {
             dtype = EV_INT64;
+        } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 8) {
+            dtype = EV_INT8;
+        } else if (dl->dtype.code == kDLInt && dl->dtype.bits == 16) {
+            dtype = EV_INT16;
+        } else if (dl->dtype.code == kDLUInt && dl->dtype.bits == 8) {
+            dtype = EV_UINT8;
         } else if (dl->dtype.code == kDLFloat && dl->dtype.bits == 32) {
             dtype = EV_FLOAT32;
         } else if (dl->dtype.code == kDLFloat && dl->dtype.bits == 64) {

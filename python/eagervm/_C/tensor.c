@@ -241,6 +241,9 @@ static int store_scalar(PyObject *obj, ev_dtype dtype, char *dst)
         *(uint8_t *)dst = (uint8_t)v;
         return 0;
     }
+    case EV_UINT8:
+    case EV_INT8:
+    case EV_INT16:
     case EV_INT32:
     case EV_INT64: {
         long long v;
@@ -266,15 +269,31 @@ static int store_scalar(PyObject *obj, ev_dtype dtype, char *dst)
                 return -1;
             }
         }
-        if (dtype == EV_INT32) {
-            if (v < INT32_MIN || v > INT32_MAX) {
-                PyErr_Format(PyExc_OverflowError, "Python integer %lld out of bounds for int32",
-                             v);
-                return -1;
-            }
+        int64_t lo, hi;
+        ev_dtype_int_range(dtype, &lo, &hi);
+        if (v < lo || v > hi) {
+            /* NumPy 2's error (1.24 warns and wraps): a value never wraps
+             * silently on its way in. */
+            PyErr_Format(PyExc_OverflowError, "Python integer %lld out of bounds for %s", v,
+                         ev_dtype_name(dtype));
+            return -1;
+        }
+        switch (dtype) {
+        case EV_UINT8:
+            *(uint8_t *)dst = (uint8_t)v;
+            break;
+        case EV_INT8:
+            *(int8_t *)dst = (int8_t)v;
+            break;
+        case EV_INT16:
+            *(int16_t *)dst = (int16_t)v;
+            break;
+        case EV_INT32:
             *(int32_t *)dst = (int32_t)v;
-        } else {
+            break;
+        default:
             *(int64_t *)dst = (int64_t)v;
+            break;
         }
         return 0;
     }
@@ -353,7 +372,8 @@ static int from_sequence(PyObject *data, int dtype, ev_tensor **out)
 }
 
 /* The dtype a buffer's format maps to; `wide` says the items must be widened
- * on the host first (small or unsigned integers to int64, half to float32). */
+ * on the host first (unsigned integers other than uint8 to int64, half to
+ * float32). */
 static int buffer_dtype(const Py_buffer *v, int *dtype, int *wide)
 {
     const char *f = v->format ? v->format : "B";
@@ -388,9 +408,18 @@ static int buffer_dtype(const Py_buffer *v, int *dtype, int *wide)
                 return 0;
             }
             break;
-        case 'b':
         case 'B':
+            *dtype = EV_UINT8;
+            return 0;
+        case 'b':
+            *dtype = EV_INT8;
+            return 0;
         case 'h':
+            if (v->itemsize == 2) {
+                *dtype = EV_INT16;
+                return 0;
+            }
+            break;
         case 'H':
         case 'I':
         case 'L':
@@ -552,6 +581,12 @@ static PyObject *scalar_from(ev_dtype dtype, const char *p)
         return PyBool_FromLong(*(const uint8_t *)p);
     case EV_INT32:
         return PyLong_FromLong(*(const int32_t *)p);
+    case EV_UINT8:
+        return PyLong_FromLong(*(const uint8_t *)p);
+    case EV_INT8:
+        return PyLong_FromLong(*(const int8_t *)p);
+    case EV_INT16:
+        return PyLong_FromLong(*(const int16_t *)p);
     case EV_INT64:
         return PyLong_FromLongLong(*(const int64_t *)p);
     case EV_FLOAT32:
