@@ -34,7 +34,7 @@ except ImportError:
 
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
 CASE_KINDS = ("elementwise", "reduction", "clamp", "rowwise", "matmul", "view", "copy",
-              "creation")
+              "creation", "select", "loss", "random", "interop")
 # The shapes of the EV_FUNC kinds' input x at each size (matmul: 32 and 1024 square).
 FUNC_SHAPES = {"1K": (32, 32), "1M": (1024, 1024)}
 
@@ -105,8 +105,8 @@ def func_cases(row):
         def make(shape=shape):
             xn = np.random.default_rng(0).uniform(-3, 3, shape).astype(np.float32)
             x = ev.tensor(xn)
-            a_ev = eval(row["example"], {"x": x, "xn": xn, "ev": ev})
-            a_np = eval(row["example"], {"x": xn, "xn": xn, "ev": ev})
+            a_ev = eval(row["example"], refs.example_namespace(x, xn, ev, ev.tensor))
+            a_np = eval(row["example"], refs.example_namespace(xn, xn, ev, np.asarray))
             if bound == "FN":
                 run_ev = lambda: getattr(ev, name)(*a_ev)  # noqa: E731
                 run_np = lambda: np_fn(*a_np)  # noqa: E731
@@ -128,7 +128,7 @@ def _torch_func(row, xn):
         return None
     t = torch.from_numpy(xn.copy())
     try:
-        args = eval(row["example"], {"x": t, "xn": xn, "ev": torch})
+        args = eval(row["example"], refs.example_namespace(t, xn, torch, torch.as_tensor))
         if row["bound"] == "METHOD":
             fn = getattr(t, row["name"])
             fn(*args)

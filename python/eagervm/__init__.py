@@ -23,19 +23,18 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from . import _C  # noqa: E402
 
-# What is not in the op table yet, by hand; every op of the table
-# (include/eagervm/ops.def) and its aliases join below, from the table.
+# The names that are not ops: types, dtypes, the runtime's sync point and the
+# default generator. Every op of the table (include/eagervm/ops.def) and its
+# aliases join them below, from the table.
 _HAND_WRITTEN = (
     "Tensor", "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "float32",
-    "float64", "synchronize",
-    "where", "cat", "concat", "concatenate", "stack", "index_select", "gather", "take",
-    "scatter_add", "rand", "randn", "randint", "rand_like", "randn_like", "manual_seed",
-    "Generator", "default_generator", "from_dlpack", "one_hot", "cross_entropy", "randperm",
+    "float64", "synchronize", "manual_seed", "Generator", "default_generator",
 )
 _OP_TABLE = _C._op_table()
 # The table's functions (its METHOD rows are Tensor methods only).
-_FROM_TABLE = tuple([row["name"] for row in _OP_TABLE["ops"] if row["bound"] != "METHOD"] +
-                    [alias for alias, _ in _OP_TABLE["aliases"]])
+_FROM_TABLE = tuple(dict.fromkeys(
+    [row["name"] for row in _OP_TABLE["ops"] if row["bound"] != "METHOD"] +
+    [alias for alias, _ in _OP_TABLE["aliases"]]))
 globals().update({_name: getattr(_C, _name) for _name in _HAND_WRITTEN + _FROM_TABLE})
 
 from . import asyncs  # noqa: F401

@@ -145,8 +145,70 @@ def eye(n, m=None, dtype=None):
     return np.eye(n, m, dtype=np.float32 if dtype is None else _np_dtype(dtype))
 
 
-# Ops whose values are unset (only shape and dtype are compared).
-UNSET_VALUES = ("empty", "empty_like")
+def where_method(x, condition, other):
+    return np.where(condition, x, other)
+
+
+def index_select(x, dim, index):
+    return np.take(x, index, axis=dim)
+
+
+def gather(x, dim, index):
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def take(x, index):
+    return np.take(x.reshape(-1), index)
+
+
+def scatter_add(x, dim, index, src):
+    out = x.copy()
+    idx = list(np.indices(index.shape))
+    idx[dim] = index
+    np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+def one_hot(index, num_classes=-1):
+    n = int(index.max()) + 1 if num_classes < 0 else num_classes
+    return (index[..., None] == np.arange(n)).astype(np.int64)
+
+
+def cross_entropy(logits, target, reduction="mean"):
+    loss = -log_softmax(logits.astype(np.float64), 1)[np.arange(len(target)), target]
+    loss = loss.astype(logits.dtype)
+    return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+
+
+def rand(*size, generator=None, dtype=None):
+    return np.zeros(_size(size), np.float32 if dtype is None else _np_dtype(dtype))
+
+
+def randint(*args, generator=None, dtype=None):
+    return np.zeros(args[-1], np.int64 if dtype is None else _np_dtype(dtype))
+
+
+def rand_like(x, *args, dtype=None, generator=None):
+    return np.zeros_like(x)
+
+
+def randperm(n, generator=None, dtype=None):
+    return np.arange(n, dtype=np.int64 if dtype is None else _np_dtype(dtype))
+
+
+def example_namespace(x, xn, ev, tensor):
+    """The names an EV_FUNC row's example arguments use: x (the input, on
+    the side being called), xn (its NumPy array), ev, and small index
+    tensors made by tensor() (ev.tensor, or np.asarray for NumPy)."""
+    rows, cols = xn.shape
+    g = (np.arange(rows * cols).reshape(rows, cols) * 7 % cols).astype(np.int64)
+    return {"x": x, "xn": xn, "ev": ev, "i": tensor(np.array([2, 0, 1], np.int64)),
+            "g": tensor(g), "t": tensor((np.arange(rows) * 5 % cols).astype(np.int64))}
+
+
+# Ops whose values are unset or random (only shape and dtype are compared).
+UNSET_VALUES = ("empty", "empty_like", "rand", "randn", "randint", "rand_like", "randn_like",
+                "randperm", "uniform_", "normal_")
 # Ops that refuse an input whose strides do not allow a view (as PyTorch's
 # view; NumPy's reshape copies instead).
 NEEDS_VIEWABLE_STRIDES = ("view",)

@@ -27,7 +27,7 @@ typedef struct evpy_state {
     PyObject *dtypes[EV_DTYPE_COUNT];
     PyObject *format_fn;            /* eagervm._repr.format_tensor, loaded lazily */
     PyObject *numpy;                /* the numpy module, loaded lazily; Py_None if absent */
-    PyTypeObject *generator_type;   /* eagervm.Generator (ops_more.c) */
+    PyTypeObject *generator_type;   /* eagervm.Generator (random.c) */
     PyObject *default_generator;    /* the Generator of the default ev_generator */
 } evpy_state;
 
@@ -160,14 +160,18 @@ int evpy_operand(evpy_state *st, PyObject *obj, ev_tensor *like, ev_tensor **out
 
 int evpy_asyncs_init_types(PyObject *module, evpy_state *st);
 
-/* ops_more.c: more ops, index tensors, export protocols.
- * evpy_more_init adds the Generator type and the functions to the module;
- * the Tensor methods and slots are merged into the Tensor type (a slot there
- * replaces one of the same id). */
-int evpy_more_init(PyObject *module, evpy_state *st);
-extern PyMethodDef evpy_tensor_more_methods[];
-extern PyType_Slot evpy_tensor_more_slots[];
-/* 1 if an index key holds a tensor or list index (NumPy advanced indexing). */
+/* random.c: evpy_random_init adds the Generator type, default_generator and
+ * manual_seed to the module (the random ops come from the op table). */
+int evpy_random_init(PyObject *module, evpy_state *st);
+/* export.c: __dlpack__, __dlpack_device__ and the buffer protocol. */
+extern PyMethodDef evpy_tensor_export_methods[];
+extern PyType_Slot evpy_tensor_export_slots[];
+enum { EVPY_SEL_INDEX_SELECT, EVPY_SEL_GATHER, EVPY_SEL_TAKE, EVPY_SEL_SCATTER_ADD,
+       EVPY_SEL_SCATTER_ADD_ };
+/* indexing.c: indexing with index tensors and masks, and a sync point that
+ * reads an integer tensor's values into a PyMem_Malloc'd int64 array (n
+ * entries, C order), NULL with an exception set on failure. */
+int64_t *evpy_host_int64(ev_tensor *t, int64_t *n);
 int evpy_is_advanced_key(PyObject *key);
 PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key);
 int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value);

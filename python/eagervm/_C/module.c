@@ -403,7 +403,7 @@ static int module_exec(PyObject *m)
         return -1;
     }
     if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0 ||
-        evpy_more_init(m, st) < 0) {
+        evpy_random_init(m, st) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||

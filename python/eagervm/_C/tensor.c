@@ -972,7 +972,7 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
 static PyObject *tensor_getitem(PyObject *self, PyObject *key)
 {
     if (evpy_is_advanced_key(key)) {
-        return evpy_getitem_advanced(self, key); /* ops_more.c */
+        return evpy_getitem_advanced(self, key); /* indexing.c */
     }
     ev_tensor *t = evpy_tensor_get(self), *out;
     if (!t || index_view(t, key, &out) != 0) {
@@ -999,7 +999,7 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         return -1;
     }
     if (evpy_is_advanced_key(key)) {
-        return evpy_setitem_advanced(self, key, value); /* ops_more.c */
+        return evpy_setitem_advanced(self, key, value); /* indexing.c */
     }
     evpy_state *st = evpy_state_of_type(Py_TYPE(self));
     ev_tensor *t = evpy_tensor_get(self), *view;
@@ -1138,14 +1138,14 @@ static void *concat_tables(void *const *tables, size_t n, size_t size, size_t ke
 int evpy_tensor_init_type(PyObject *module, evpy_state *st)
 {
     /* One method table and one slot table, gathered from the files that
-     * bind ops: this file, ops.c, op_table.c (the op table), ops_more.c. */
+     * bind ops: this file, op_table.c (the op table) and export.c. */
     static PyMethodDef *methods;
     static PyType_Slot *slots;
     if (!methods) {
         void *const mtabs[] = {tensor_own_methods, evpy_tensor_table_methods,
-                               evpy_tensor_more_methods};
+                               evpy_tensor_export_methods};
         void *const stabs[] = {tensor_base_slots, evpy_tensor_op_slots,
-                               evpy_tensor_table_slots, evpy_tensor_more_slots};
+                               evpy_tensor_table_slots, evpy_tensor_export_slots};
         size_t nm, ns;
         methods = concat_tables(mtabs, 3, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
                                 &nm);
