@@ -196,6 +196,61 @@ def randperm(n, generator=None, dtype=None):
     return np.arange(n, dtype=np.int64 if dtype is None else _np_dtype(dtype))
 
 
+def _scan_dtype(x, dtype):
+    if dtype is not None:
+        return _np_dtype(dtype)
+    return x.dtype if x.dtype.kind == "f" else np.int64
+
+
+def cumsum(x, dim, dtype=None):
+    return np.cumsum(x, axis=dim, dtype=_scan_dtype(x, dtype))
+
+
+def cumprod(x, dim, dtype=None):
+    return np.cumprod(x, axis=dim, dtype=_scan_dtype(x, dtype))
+
+
+def argsort(x, dim=-1, descending=False, stable=False):
+    if descending:
+        # A stable sort of the negated keys keeps equal elements in order.
+        return np.argsort(-x if x.dtype.kind == "f" else ~x, axis=dim, kind="stable")
+    return np.argsort(x, axis=dim, kind="stable")
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    idx = argsort(x, dim, descending, stable)
+    return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    values, idx = sort(x, dim, descending=largest)
+    sl = [slice(None)] * x.ndim
+    sl[dim] = slice(0, k)
+    return values[tuple(sl)], idx[tuple(sl)]
+
+
+def flip(x, dims):
+    return np.flip(x, axis=tuple(dims) if not np.isscalar(dims) else dims)
+
+
+def roll(x, shifts, dims=None):
+    return np.roll(x, shifts, axis=dims)
+
+
+def unique(x, sorted=True, return_inverse=False, return_counts=False):
+    res = np.unique(x.reshape(-1), return_inverse=return_inverse, return_counts=return_counts)
+    if isinstance(res, tuple):
+        return tuple(r.astype(np.int64) if i else r for i, r in enumerate(res))
+    return res
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    r = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
 def example_namespace(x, xn, ev, tensor):
     """The names an EV_FUNC row's example arguments use: x (the input, on
     the side being called), xn (its NumPy array), ev, and small index
@@ -283,6 +338,10 @@ def unary_result(rule, x):
 
 def reduce_result(rule, x):
     """The result dtype name of a reduction of `rule` on dtype x, or None."""
+    if rule == "LOGICAL":
+        return "bool"
+    if rule == "FLOAT":
+        return unary_result("FLOAT", x)
     if rule == "ACCUMULATE":
         return x if x in FLOATS else "int64"
     if rule == "FLOAT_ONLY":

@@ -194,6 +194,10 @@ int evpy_parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyO
  * returns NULL/-1 on a bad argument; fn names the Python function. */
 ev_tensor *evpy_need_tensor(const char *fn, PyObject *obj);
 int evpy_parse_int(const char *fn, const char *what, PyObject *obj, long *out);
+/* obj as a truth value (dflt when NULL or None); -1 with an exception set. */
+int evpy_parse_bool(PyObject *obj, int dflt);
+/* A dim argument: None (*all set), an int, or a sequence of ints. */
+int evpy_parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int *all);
 int evpy_is_py_scalar(PyObject *obj);
 /* 1 if obj could be an operator's operand (else NotImplemented). */
 int evpy_operand_like(PyObject *obj);

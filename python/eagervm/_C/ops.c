@@ -69,7 +69,7 @@ ev_tensor *evpy_need_tensor(const char *fn, PyObject *obj)
     return evpy_tensor_get(obj);
 }
 
-static int parse_bool(PyObject *obj, int dflt)
+int evpy_parse_bool(PyObject *obj, int dflt)
 {
     return obj ? PyObject_IsTrue(obj) : dflt;
 }
@@ -86,7 +86,7 @@ int evpy_parse_int(const char *fn, const char *what, PyObject *obj, long *out)
 }
 
 /* dim=None (every dimension), an int, or a sequence of ints. */
-static int parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int *all)
+int evpy_parse_dims(const char *fn, PyObject *obj, int *ndims, int *dims, int *all)
 {
     *ndims = 0;
     *all = !obj || obj == Py_None;
@@ -363,8 +363,8 @@ PyObject *evpy_reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
-        !(x = evpy_need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
-        (keep = parse_bool(a[2], 0)) < 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        (keep = evpy_parse_bool(a[2], 0)) < 0) {
         return NULL;
     }
     ev_exec ex;
@@ -387,7 +387,7 @@ PyObject *evpy_arg_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
     int keep;
     long d = 0;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 1, a) != 0 ||
-        !(x = evpy_need_tensor(fn, a[0])) || (keep = parse_bool(a[2], 0)) < 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || (keep = evpy_parse_bool(a[2], 0)) < 0) {
         return NULL;
     }
     int has_dim = a[1] && a[1] != Py_None;
@@ -416,8 +416,8 @@ PyObject *evpy_var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
     ev_tensor *x;
     int dims[EV_MAX_DIMS], ndims, all, keep;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
-        !(x = evpy_need_tensor(fn, a[0])) || parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
-        (keep = parse_bool(a[3], 0)) < 0) {
+        !(x = evpy_need_tensor(fn, a[0])) || evpy_parse_dims(fn, a[1], &ndims, dims, &all) != 0 ||
+        (keep = evpy_parse_bool(a[3], 0)) < 0) {
         return NULL;
     }
     double correction = 1.0;
