@@ -217,6 +217,26 @@ EV_API int ev_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, d
 EV_API int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
                   int keepdim, ev_tensor **out);
 
+/* Whether any (all) of the elements over dims is nonzero: bool results for
+ * every input dtype, each element taken as x != 0, so NaN counts as true (as
+ * NumPy and PyTorch). Over zero elements any gives false and all true. Dims
+ * and keepdim as for ev_reduce; each output stops reading at the first
+ * element that decides it. Errors as ev_reduce (EV_EINVAL, EV_EINDEX). */
+EV_API int ev_any(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                  ev_tensor **out);
+EV_API int ev_all(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                  ev_tensor **out);
+
+/* log(sum(exp(x))) over dims, computed stably as m + log(sum(exp(x - m))),
+ * m the largest reduced element, so large values never overflow. The
+ * result dtype is ev_dtype_to_float(x) (floats keep theirs, bool gives
+ * float32, integers float64); each output is computed in float64 and
+ * rounded once. A NaN gives NaN; otherwise +inf among the elements gives
+ * +inf, and elements all -inf, or none at all, give -inf (as PyTorch). Dims
+ * and keepdim as for ev_reduce; errors as ev_reduce. */
+EV_API int ev_logsumexp(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                        ev_tensor **out);
+
 /* exp(x - max) / sum(exp(x - max)) along dim, and its logarithm computed as
  * (x - max) - log(sum(exp(x - max))): stable for large inputs. Float inputs
  * only (EV_ETYPE otherwise); the result has x's shape and dtype. */
