@@ -244,6 +244,44 @@ EV_API int ev_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
 EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out);
 
 
+/* ------------------------------------------------------------------ scans
+ *
+ * Cumulative sums and products along dimension dim (negative counts from
+ * the end; a 0-d x takes 0 or -1 and gives a 0-d copy): out[..., i, ...] is
+ * the sum (product) of x[..., 0..i, ...]. The result has x's shape and the
+ * dtype `dtype` or, for EV_DTYPE_NONE, the default of PyTorch: int64 for
+ * bool and integer inputs, x's dtype for floats. Given a dtype, x is first
+ * converted to it (as ev_cast), then accumulated:
+ *   integers  in 64 bits, wrapping on overflow (two's complement), and
+ *             stored wrapped to the dtype's width, as NumPy and PyTorch;
+ *   floats    in float64, each partial result rounded once to the dtype
+ *             (float32 as PyTorch's CPU kernel: more accurate than NumPy's
+ *             float32 accumulation); NaN and infinities propagate as IEEE
+ *             arithmetic does;
+ *   bool      as logical or (cumsum) and and (cumprod), as bool add and mul
+ *             are (NumPy's cumsum with dtype=bool).
+ * Lines along dim are split over the intra-op threads. Errors: EV_EINDEX
+ * (dim out of range), EV_EINVAL (out is NULL, dtype neither a dtype nor
+ * EV_DTYPE_NONE).
+ *
+ * The in-place forms (PyTorch's Tensor.cumsum_ and cumprod_) write the
+ * result into x by the rules of this header's first comment: x must not be
+ * expanded (EV_EINVAL), and the result dtype must cast to x's within its
+ * kind (EV_ETYPE otherwise): int32 x accumulates in int64 and wraps to
+ * int32, but bool x needs dtype EV_BOOL (its default result is int64), and
+ * an integer x cannot take a float dtype. */
+
+/* "No dtype given": the op's default result dtype (as dtype=None). Not a
+ * valid dtype anywhere else. */
+#define EV_DTYPE_NONE ((ev_dtype)-1)
+
+EV_API int ev_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_tensor **out);
+EV_API int ev_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
+                      ev_tensor **out);
+EV_API int ev_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+EV_API int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+
+
 /* ------------------------------------------------------------------ matmul
  *
  * Matrix product with NumPy's matmul semantics: 1-D . 1-D is a 0-d dot

@@ -1,7 +1,10 @@
 /* Internal contract of the ops layer: the one elementwise instruction that
- * binary and unary ops (and later where, clamp-like ops) issue. */
+ * binary and unary ops (and later where, clamp-like ops) issue, and the
+ * line walker of scans and sorts. */
 #ifndef EV_OPS_IMPL_H
 #define EV_OPS_IMPL_H
+
+#include <string.h>
 
 #include "eagervm/ops.h"
 #include "tensor/tensor-impl.h"
@@ -48,5 +51,35 @@ int ev__can_cast_same_kind(ev_dtype r, ev_dtype into);
 int ev__binary_issue(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
                      ev_dtype res, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
                      int inplace, ev_tensor **out);
+
+/* ------------------------------------------------------------------ lines
+ *
+ * Ops that work on whole lines along one dimension (scans, sorts, top-k)
+ * walk their operands line by line (lines.c). Every operand has the shape of
+ * ops[0] outside the dimension; along it each has its own length. */
+typedef struct ev__lines {
+    int nops;
+    int nd;                                         /* dimensions other than dim */
+    int64_t count;                                  /* lines: product of their sizes */
+    int64_t shape[EV_MAX_DIMS];                     /* their sizes, outermost first */
+    int64_t strides[EV__ITER_MAX_OPS][EV_MAX_DIMS]; /* their byte strides */
+    int64_t len[EV__ITER_MAX_OPS];                  /* elements per line */
+    int64_t step[EV__ITER_MAX_OPS];                 /* byte stride along the line */
+    char *data[EV__ITER_MAX_OPS];                   /* borrowed; NULL for a NULL op */
+} ev__lines;
+
+/* Lines of nops operands along dim (-1: the operands are 0-d and form one
+ * line of one element). A NULL operand gets NULL data and zero strides. */
+void ev__lines_init(ev__lines *l, int nops, ev_tensor *const *ops, int dim);
+/* Byte offsets off[k] of the first element of line `line` in each operand,
+ * and its multi-index over the other dimensions in idx (for ev__lines_next). */
+void ev__lines_seek(const ev__lines *l, int64_t line, int64_t *idx, int64_t *off);
+/* Moves idx and off on to the next line (C order over the other dims). */
+void ev__lines_next(const ev__lines *l, int64_t *idx, int64_t *off);
+
+/* Normalises dim for x, accepting 0 and -1 for a 0-d x (as PyTorch): *out
+ * is then -1. Errors: EV_EINDEX naming fn and the valid range. */
+int ev__norm_dim0(const char *fn, int dim, const ev_tensor *x, int *out);
+
 
 #endif
