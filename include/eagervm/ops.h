@@ -282,6 +282,40 @@ EV_API int ev_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
 EV_API int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
 
 
+/* ------------------------------------------------------ sorting and top-k
+ *
+ * Along dimension dim (negative counts from the end; a 0-d x takes 0 or -1
+ * and counts as one element). Every dtype sorts by its value (bool as
+ * false < true). NaN sorts as the largest value: last in ascending order,
+ * first in descending order, as NumPy and PyTorch; all NaNs are equal, and
+ * -0.0 equals +0.0. Indices are int64 positions along dim. The sort is a
+ * stable merge sort of each line (O(n log n) for a line of n, with 24 n
+ * bytes of scratch), so equal elements always keep their order in x, in
+ * descending order too; `stable` is accepted for PyTorch's signature
+ * (stable=False allows any order of equal elements, and this is one).
+ * Lines are split over the intra-op threads. Errors: EV_EINDEX (dim out of
+ * range), EV_EINVAL (an output pointer is NULL; for topk, k out of range). */
+
+/* values: x sorted along dim (x's shape and dtype, a new contiguous tensor);
+ * indices: where each value is in x along dim (int64, x's shape). */
+EV_API int ev_sort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+                   ev_tensor **values, ev_tensor **indices);
+/* The indices of ev_sort alone. */
+EV_API int ev_argsort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+                      ev_tensor **indices);
+/* The k largest (largest != 0) or smallest elements along dim and their
+ * indices; k in [0, size of dim] (EV_EINVAL otherwise); both results have
+ * x's shape with dim resized to k. They are the first k of a stable sort
+ * (descending when largest), in that order, whatever `sorted` says: values
+ * in order (descending for largest), NaN first among the largest, and among
+ * equal values the one earlier in x first (PyTorch leaves the order of ties,
+ * and with sorted=False of everything, unspecified; this order is one it
+ * allows). A 0-d x takes k 0 or 1: k = 1 gives 0-d results, k = 0 gives
+ * 1-d results of size 0 (PyTorch gives a 0-d tensor holding no value). */
+EV_API int ev_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int largest, int sorted,
+                   ev_tensor **values, ev_tensor **indices);
+
+
 /* ------------------------------------------------------------------ matmul
  *
  * Matrix product with NumPy's matmul semantics: 1-D . 1-D is a 0-d dot

@@ -1,6 +1,6 @@
 /* Internal contract of the ops layer: the one elementwise instruction that
- * binary and unary ops (and later where, clamp-like ops) issue, and the
- * line walker of scans and sorts. */
+ * binary and unary ops (and later where, clamp-like ops) issue, the line
+ * walker of scans and sorts, and the sort keys sort and unique share. */
 #ifndef EV_OPS_IMPL_H
 #define EV_OPS_IMPL_H
 
@@ -81,5 +81,35 @@ void ev__lines_next(const ev__lines *l, int64_t *idx, int64_t *off);
  * is then -1. Errors: EV_EINDEX naming fn and the valid range. */
 int ev__norm_dim0(const char *fn, int dim, const ev_tensor *x, int *out);
 
+/* Copies one element of esz bytes (a dtype's size: 1, 2, 4 or 8). */
+static inline void ev__copy_elem(char *dst, const char *src, size_t esz)
+{
+    switch (esz) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
+/* ------------------------------------------------------------ sort keys
+ *
+ * Sorting (sort.c, shared with unique) turns each element into a 64-bit
+ * key whose unsigned order is the order of the values: integers and bool by
+ * their value as int64, floats by their value as float64 with -0.0 taken as
+ * +0.0 and every NaN as one key above +inf. So one stable merge sort serves
+ * every dtype, whatever its storage type. */
+typedef struct ev__sort_item {
+    uint64_t key;
+    int64_t idx; /* the element's position */
+} ev__sort_item;
+
+/* Loads the keys of n elements of dtype dt at src (stride bytes apart) into
+ * items[0..n), with positions first, first + 1, ... */
+void ev__sort_load(ev__sort_item *items, const char *src, ev_dtype dt, int64_t stride,
+                   int64_t n, int64_t first);
+/* Sorts items[0..n) by key, ascending and stable (equal keys keep their
+ * order); scratch has room for n / 2 + 1 items. */
+void ev__sort_items(ev__sort_item *items, ev__sort_item *scratch, int64_t n);
 
 #endif
