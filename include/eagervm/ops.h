@@ -378,6 +378,40 @@ EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *
                            ev_tensor *src);
 
 
+/* ------------------------------------------- flips, rolls and triangles
+ *
+ * Copies of x (as PyTorch's flip, roll, tril and triu: new contiguous
+ * tensors of x's shape and dtype, any dtype and strides) with the elements
+ * moved or zeroed; one instruction each. Dimensions may be negative
+ * (counted from the end); a 0-d x takes 0 or -1. Errors: EV_EINDEX (a
+ * dimension out of range), EV_EINVAL (other bad arguments, out NULL). */
+
+/* x reversed along each of the ndims dimensions in dims; ndims 0 (dims may
+ * then be NULL) gives a plain copy. A dimension given twice is EV_EINVAL,
+ * as in PyTorch. */
+EV_API int ev_flip(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, ev_tensor **out);
+/* x rolled: along dims[j], the element at i moves to (i + shifts[j]) mod
+ * size (shifts of any sign and size); a dimension given more than once
+ * rolls by the sum of its shifts (as PyTorch and NumPy). nshifts must equal
+ * ndims, except that with ndims 0 (dims may then be NULL) the flattened
+ * tensor rolls by shifts[0] (nshifts must be 1) and the result keeps x's
+ * shape. Otherwise EV_EINVAL. */
+EV_API int ev_roll(const ev_exec *ex, ev_tensor *x, int nshifts, const int64_t *shifts, int ndims,
+                   const int *dims, ev_tensor **out);
+/* The lower (tril) or upper (triu) triangle of each matrix in x's last two
+ * dimensions: x[..., i, j] where j - i <= diagonal (tril) or j - i >=
+ * diagonal (triu), 0 elsewhere; diagonal 0 is the main diagonal, > 0 above
+ * it, < 0 below, any value allowed. x needs at least 2 dimensions
+ * (EV_EINVAL); batches of any shape, empty ones included. */
+EV_API int ev_tril(const ev_exec *ex, ev_tensor *x, int64_t diagonal, ev_tensor **out);
+EV_API int ev_triu(const ev_exec *ex, ev_tensor *x, int64_t diagonal, ev_tensor **out);
+/* The same in place: the elements of x outside the triangle become 0, the
+ * others are not touched (the instruction writes x and reads nothing). x
+ * must not be expanded (EV_EINVAL). */
+EV_API int ev_tril_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
+EV_API int ev_triu_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
+
+
 /* ------------------------------------------------ encodings and losses
  *
  * As the selection ops above, these read class indices (any integer dtype,

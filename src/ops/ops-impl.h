@@ -92,6 +92,24 @@ static inline void ev__copy_elem(char *dst, const char *src, size_t esz)
     }
 }
 
+/* Copies n elements of esz bytes from src to dst, each side stepping by its
+ * own byte stride (any sign); the two must not overlap. Bytes are moved
+ * as they are, so this serves every dtype (ev__cast_strided would convert
+ * through the value). */
+static inline void ev__copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
+                                size_t esz)
+{
+    if (ds == (int64_t)esz && ss == (int64_t)esz) {
+        if (n > 0) {
+            memcpy(dst, src, (size_t)n * esz);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ev__copy_elem(dst + i * ds, src + i * ss, esz);
+    }
+}
+
 /* ------------------------------------------------------------ sort keys
  *
  * Sorting (sort.c, shared with unique) turns each element into a 64-bit
