@@ -1,7 +1,10 @@
 /* eagervm ops on tensors: elementwise binary ops with NumPy broadcasting and
- * type promotion, unary ops, clamp and cast, reductions and softmax, matmul,
- * where/cat/stack, index-driven selection, one_hot and cross_entropy, and
- * random numbers (randperm included). Conventions as in tensor.h.
+ * type promotion, unary ops, clamp and cast, reductions (any, all and
+ * logsumexp included) and softmax, scans, sorting and top-k, matmul,
+ * where/cat/stack, flips, rolls and triangles, index-driven selection, ops
+ * whose result size depends on the values (nonzero, unique: sync points),
+ * one_hot and cross_entropy, and random numbers (randperm included).
+ * Conventions as in tensor.h.
  *
  * Every op checks its arguments and infers the output on the calling thread
  * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
@@ -410,6 +413,44 @@ EV_API int ev_triu(const ev_exec *ex, ev_tensor *x, int64_t diagonal, ev_tensor 
  * must not be expanded (EV_EINVAL). */
 EV_API int ev_tril_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
 EV_API int ev_triu_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
+
+
+/* ---------------------------------------- results sized by the values
+ *
+ * The size of these results depends on x's values, which the call must
+ * know to make them, so each call is a sync point on x (like ev_to_host,
+ * and like the Python module's boolean-mask indexing): it blocks until x is
+ * ready (ev_wait_obj on x's storage, which waits for the writers of x
+ * issued so far and nothing else), reads x on the calling thread, then
+ * issues one instruction that writes the results and returns. The results
+ * are as asynchronous as any op's from there on; the kernel reads only what
+ * the call found, so writes to x issued later cannot change them. If an
+ * instruction that wrote x failed, the call returns that failure's code
+ * (EV_EPOISON or the kernel's) with a message naming the op and the
+ * failure, and makes nothing. Other errors: EV_EINVAL (out pointers),
+ * EV_ENOMEM. Thread-safe as every op; the calling thread holds no lock
+ * while it waits. */
+
+/* The indices of the nonzero elements of x (x != 0, so NaN counts), in C
+ * order, as an int64 tensor of shape (n, ndim) (PyTorch's nonzero): row r
+ * holds the multi-index of the r-th nonzero element. A 0-d x gives shape
+ * (1, 0) or (0, 0). Any dtype and strides. */
+EV_API int ev_nonzero(const ev_exec *ex, ev_tensor *x, ev_tensor **out);
+/* The distinct values of x flattened (torch.unique with dim=None):
+ *   values   1-d, x's dtype, sorted ascending as ev_sort orders them;
+ *   inverse  int64 of x's shape: where each element of x is in values
+ *            (made only when return_inverse; inverse may then be NULL);
+ *   counts   int64, values' length: how often each value occurs (made only
+ *            when return_counts; counts may then be NULL).
+ * Values compare as in ev_sort: -0.0 equals +0.0 and the one met first in
+ * C order is kept; all NaNs collapse into one value, last, as NumPy >= 1.24
+ * does (equal_nan=True; PyTorch keeps each NaN apart). sorted is accepted
+ * for PyTorch's signature: the values come sorted either way, an order
+ * sorted=False allows. The call sorts x's keys on the calling thread
+ * (O(n log n), 24 n bytes of scratch). */
+EV_API int ev_unique(const ev_exec *ex, ev_tensor *x, int sorted, int return_inverse,
+                     int return_counts, ev_tensor **values, ev_tensor **inverse,
+                     ev_tensor **counts);
 
 
 /* ------------------------------------------------ encodings and losses
