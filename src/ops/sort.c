@@ -1,7 +1,8 @@
 /* sort, argsort and topk along one dimension: a stable merge sort of 64-bit
- * order keys per line (the keys and the sort are shared with unique), lines
- * split over the intra-op threads. Checks and shapes on the issuing thread,
- * one instruction per call. */
+ * order keys per line (the keys and the sort are shared with unique), or for
+ * a small k a heap selection that picks the same elements in the same order;
+ * lines split over the intra-op threads. Checks and shapes on the issuing
+ * thread, one instruction per call. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -76,6 +77,64 @@ void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
     }
 }
 
+/* ------------------------------------------------------------- selection
+ *
+ * topk with k much smaller than the line need not sort it all: a max-heap
+ * of the k smallest items so far, ordered by (key, position), sees each item
+ * once (O(n log k)). Position breaks ties, so the k chosen and their order
+ * are exactly the first k of the stable sort. */
+
+static inline int item_less(const ev__sort_item *a, const ev__sort_item *b)
+{
+    return a->key < b->key || (a->key == b->key && a->idx < b->idx);
+}
+
+static void sift_down(ev__sort_item *h, int64_t n, int64_t i)
+{
+    ev__sort_item v = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) {
+            break;
+        }
+        if (c + 1 < n && item_less(&h[c], &h[c + 1])) {
+            c++;
+        }
+        if (!item_less(&v, &h[c])) {
+            break;
+        }
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* Writes the k smallest of items[0..n) (0 < k <= n), in order, to out. */
+static void select_smallest(const ev__sort_item *items, int64_t n, int64_t k, ev__sort_item *out)
+{
+    memcpy(out, items, sizeof *out * (size_t)k);
+    for (int64_t i = k / 2; i-- > 0;) {
+        sift_down(out, k, i);
+    }
+    for (int64_t i = k; i < n; i++) {
+        if (item_less(&items[i], &out[0])) {
+            out[0] = items[i];
+            sift_down(out, k, 0);
+        }
+    }
+    /* Heap sort in place: the largest goes last. */
+    for (int64_t m = k - 1; m > 0; m--) {
+        ev__sort_item top = out[0];
+        out[0] = out[m];
+        out[m] = top;
+        sift_down(out, m, 0);
+    }
+}
+
+/* Below this ratio of k to the line's length, topk selects instead of
+ * sorting. */
+#define SELECT_RATIO 16
+
 /* ------------------------------------------------------------- the kernel */
 
 typedef struct sort_arg {
@@ -125,17 +184,23 @@ static void sort_lines(int64_t lo, int64_t hi, void *p)
                 items[i].key = ~items[i].key;
             }
         }
-        ev__sort_items(items, scratch, len);
+        const ev__sort_item *sorted = items;
+        if (a->k * SELECT_RATIO <= len) {
+            select_smallest(items, len, a->k, scratch); /* k <= len / 2 + 1: it fits */
+            sorted = scratch;
+        } else {
+            ev__sort_items(items, scratch, len);
+        }
         if (l->data[1]) {
             char *vl = l->data[1] + off[1];
             for (int64_t i = 0; i < a->k; i++) {
-                ev__copy_elem(vl + i * l->step[1], xl + items[i].idx * l->step[0], esz);
+                ev__copy_elem(vl + i * l->step[1], xl + sorted[i].idx * l->step[0], esz);
             }
         }
         if (l->data[2]) {
             char *il = l->data[2] + off[2];
             for (int64_t i = 0; i < a->k; i++) {
-                memcpy(il + i * l->step[2], &items[i].idx, sizeof(int64_t));
+                memcpy(il + i * l->step[2], &sorted[i].idx, sizeof(int64_t));
             }
         }
         ev__lines_next(l, idx, off);
@@ -161,8 +226,9 @@ static int sort_kernel(void *p, ev_kctx *kc)
     }
     ev__parallel_for(j.lines.count, SORT_GRAIN / len + 1, sort_lines, &j);
     if (atomic_load_explicit(&j.failed, memory_order_relaxed)) {
+        long long bytes = (long long)(sizeof(ev__sort_item) * (size_t)(len + len / 2 + 1));
         return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte sort buffer",
-                            a->name, (long long)(sizeof(ev__sort_item) * (size_t)(len + len / 2 + 1)));
+                            a->name, bytes);
     }
     return 0;
 }

@@ -260,6 +260,29 @@ static void test_nan_inf_zeros(void)
     }
 }
 
+static void test_selection_path(void)
+{
+    /* topk with k far below the line's length selects with a heap: NaN,
+     * signed zeros, infinities and ties must come out as the sort gives. */
+    const double pool[7] = {NAN, 1, -0.0, 0.0, INFINITY, -INFINITY, 2};
+    double h[301];
+    for (int k = 0; k < 301; k++) {
+        h[k] = pool[(k * 5 + k / 7) % 7];
+    }
+    for (int dt = EV_FLOAT32; dt <= EV_FLOAT64; dt++) {
+        ev_tensor *x = tensor_from((ev_dtype)dt, 2, SHAPE(2, 150), h);
+        for (int64_t k = 1; k <= 9; k += 4) {
+            check_sorts(x, 1, 0, k);
+            check_sorts(x, 1, 1, k);
+        }
+        ev_tensor_unref(x);
+    }
+    ev_tensor *x = tensor_from(EV_INT32, 1, SHAPE(300), h + 1); /* NaN becomes INT32_MIN */
+    check_sorts(x, 0, 1, 2);
+    check_sorts(x, 0, 0, 18);
+    ev_tensor_unref(x);
+}
+
 static void test_int64_extremes(void)
 {
     int64_t h[5] = {INT64_MAX, INT64_MIN, 0, -1, INT64_MAX - 1};
@@ -452,6 +475,7 @@ int main(void)
     RUN_TEST(test_every_dtype_and_dim);
     RUN_TEST(test_stability);
     RUN_TEST(test_nan_inf_zeros);
+    RUN_TEST(test_selection_path);
     RUN_TEST(test_int64_extremes);
     RUN_TEST(test_strided_views);
     RUN_TEST(test_zero_size_and_0d);
