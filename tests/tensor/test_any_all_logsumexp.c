@@ -189,6 +189,9 @@ static void test_strided_views(void)
         CHECK_OK(ev_slice(t, 1, 1, INT64_MAX, 2, &s));
         check_all_subsets(s);
         ev_tensor_unref(s);
+        CHECK_OK(ev_slice(t, 0, INT64_MAX, INT64_MIN, -2, &s)); /* negative stride */
+        check_all_subsets(s);
+        ev_tensor_unref(s);
         ev_tensor_unref(t);
         ev_tensor_unref(base);
     }

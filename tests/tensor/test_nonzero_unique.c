@@ -69,6 +69,9 @@ static void test_nonzero(void)
         CHECK_OK(ev_slice(t, 1, 1, INT64_MAX, 2, &s));
         check_nonzero(s);
         ev_tensor_unref(s);
+        CHECK_OK(ev_slice(t, 2, INT64_MAX, INT64_MIN, -3, &s)); /* negative stride */
+        check_nonzero(s);
+        ev_tensor_unref(s);
         ev_tensor_unref(t);
         ev_tensor_unref(x);
     }
@@ -198,6 +201,9 @@ static void test_unique(void)
         CHECK_OK(ev_transpose(x, 0, 2, &t));
         check_unique(t);
         CHECK_OK(ev_slice(t, 1, 1, INT64_MAX, 2, &s));
+        check_unique(s);
+        ev_tensor_unref(s);
+        CHECK_OK(ev_slice(t, 2, INT64_MAX, INT64_MIN, -3, &s)); /* negative stride */
         check_unique(s);
         ev_tensor_unref(s);
         ev_tensor_unref(t);

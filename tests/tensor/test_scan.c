@@ -265,11 +265,15 @@ static void test_strided_views(void)
         ev_tensor_unref(s);
         CHECK_OK(ev_slice(t, 1, 1, INT64_MAX, 2, &s));
         CHECK(!ev_tensor_is_contiguous(s));
+        ev_tensor *n;
+        CHECK_OK(ev_slice(t, 0, INT64_MAX, INT64_MIN, -2, &n)); /* negative stride */
         for (int dim = 0; dim < 3; dim++) {
             check_scan(t, dim, EV_DTYPE_NONE, dim % 2);
             check_scan(s, dim, EV_DTYPE_NONE, 0);
             check_scan(s, dim, EV_FLOAT64, 1);
+            check_scan(n, dim, EV_DTYPE_NONE, dim % 2);
         }
+        ev_tensor_unref(n);
         ev_tensor_unref(s);
         ev_tensor_unref(t);
         ev_tensor_unref(base);
@@ -318,6 +322,12 @@ static void test_inplace(void)
     CHECK_OK(ev_cumprod_(&EX, t, 1, EV_DTYPE_NONE));
     check_tensor(x, EV_INT32, 2, SHAPE(2, 3), VALS(1, 3, 6, 4, 27, 90), 0);
     ev_tensor_unref(t);
+    /* Through a reversed view (negative stride): scans x's rows backwards. */
+    ev_tensor *rv;
+    CHECK_OK(ev_slice(x, 1, INT64_MAX, INT64_MIN, -1, &rv));
+    CHECK_OK(ev_cumsum_(&EX, rv, 1, EV_DTYPE_NONE));
+    check_tensor(x, EV_INT32, 2, SHAPE(2, 3), VALS(10, 9, 6, 121, 117, 90), 0);
+    ev_tensor_unref(rv);
     /* int32 wraps when the int64 result is stored back. */
     int32_t w[2] = {INT32_MAX, 2};
     ev_tensor *wx;

@@ -252,6 +252,10 @@ static void test_strided_views(void)
         CHECK(!ev_tensor_is_contiguous(s));
         check_everything(t);
         check_everything(s);
+        ev_tensor *n;
+        CHECK_OK(ev_slice(s, 1, INT64_MAX, INT64_MIN, -1, &n)); /* negative stride */
+        check_everything(n);
+        ev_tensor_unref(n);
         ev_tensor_unref(s);
         ev_tensor_unref(t);
         ev_tensor_unref(base);
@@ -325,6 +329,22 @@ static void test_inplace(void)
         CHECK_EQ((int64_t)hv[e], (int64_t)(int32_t)want[e]);
     }
     ev_tensor_unref(sl);
+    /* Through a view with negative strides on both dims: flipped rows and
+     * columns, so the view's lower triangle is b's upper one. */
+    ev_tensor *f1, *f2;
+    CHECK_OK(ev_slice(b, 1, INT64_MAX, INT64_MIN, -1, &f1));
+    CHECK_OK(ev_slice(f1, 2, INT64_MAX, INT64_MIN, -1, &f2)); /* [2, 3, 4] reversed */
+    read_f64(b, hv);
+    CHECK_OK(ev_tril_(&EX, f2, 0));
+    double hv2[24];
+    read_f64(b, hv2);
+    for (int64_t e = 0; e < 24; e++) {
+        /* f2[i][j] = b[2 - i][3 - j]; kept where j <= i. */
+        int64_t i = 2 - (e / 4) % 3, j = 3 - e % 4;
+        CHECK(hv2[e] == (j <= i ? hv[e] : 0));
+    }
+    ev_tensor_unref(f2);
+    ev_tensor_unref(f1);
     /* An expanded x cannot be written in place. */
     ev_tensor *row = tensor_from(EV_FLOAT32, 2, SHAPE(1, 3), VALS(1, 2, 3)), *e;
     CHECK_OK(ev_expand(row, 2, SHAPE(3, 3), &e));

@@ -318,10 +318,14 @@ static void test_strided_views(void)
         CHECK_OK(ev_transpose(base, 0, 2, &t));
         CHECK_OK(ev_slice(t, 1, 0, INT64_MAX, 3, &s));
         CHECK(!ev_tensor_is_contiguous(s));
+        ev_tensor *n;
+        CHECK_OK(ev_slice(t, 2, INT64_MAX, INT64_MIN, -1, &n)); /* negative stride */
         for (int dim = 0; dim < 3; dim++) {
             check_sorts(t, dim, dim % 2, 2);
             check_sorts(s, dim, 1 - dim % 2, -1);
+            check_sorts(n, dim, dim % 2, -1);
         }
+        ev_tensor_unref(n);
         ev_tensor_unref(s);
         ev_tensor_unref(t);
         ev_tensor_unref(base);
