@@ -270,9 +270,10 @@ EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **
  * The in-place forms (PyTorch's Tensor.cumsum_ and cumprod_) write the
  * result into x by the rules of this header's first comment: x must not be
  * expanded (EV_EINVAL), and the result dtype must cast to x's within its
- * kind (EV_ETYPE otherwise): int32 x accumulates in int64 and wraps to
- * int32, but bool x needs dtype EV_BOOL (its default result is int64), and
- * an integer x cannot take a float dtype. */
+ * kind order (EV_ETYPE otherwise): int32 x accumulates in int64 and wraps
+ * to int32, but bool x needs dtype EV_BOOL and uint8 x dtype EV_UINT8 (their
+ * default result, int64, is signed; PyTorch writes it into them anyway),
+ * and an integer x cannot take a float dtype. */
 
 /* "No dtype given": the op's default result dtype (as dtype=None). Not a
  * valid dtype anywhere else. */

@@ -906,6 +906,14 @@ static void check_shape(ev_tensor *t, ev_dtype dt, int nd, const int64_t *shape,
     }
 }
 
+/* NumPy's kind order b < u < i < f, which the in-place forms cast within
+ * (ops.h's first comment). */
+static int fz_kind_rank(ev_dtype d)
+{
+    const ev_dtype_info *i = ev_dtype_get_info(d);
+    return i->kind == EV_KIND_BOOL ? 0 : i->kind == EV_KIND_INT ? 2 - i->is_unsigned : 3;
+}
+
 /* 1 if t has elements that share memory (expanded): what in-place ops
  * refuse. */
 static int fz_expanded(ev_tensor *t)
@@ -963,8 +971,7 @@ static void do_reduce_more(fz *f, reader *r)
         int valid = fz_norm_dim0(dim, nd) != -2 && (int)c <= EV_DTYPE_COUNT;
         ev_dtype res = dt == EV_DTYPE_NONE ? (ev_dtype_is_float(xd) ? xd : EV_INT64) : dt;
         if (inplace) {
-            valid = valid && !fz_expanded(x) &&
-                    ev_dtype_get_info(res)->kind <= ev_dtype_get_info(xd)->kind;
+            valid = valid && !fz_expanded(x) && fz_kind_rank(res) <= fz_kind_rank(xd);
             rc = prod ? ev_cumprod_(&f->ex, x, dim, dt) : ev_cumsum_(&f->ex, x, dim, dt);
             if (valid) {
                 expect_ok(rc, "cumsum_/cumprod_");

@@ -350,6 +350,15 @@ static void test_inplace(void)
     CHECK_STR_CONTAINS(ev_last_message(), "cumprod_: the result dtype int64");
     CHECK_OK(ev_cumsum_(&EX, b, 0, EV_BOOL));
     check_tensor(b, EV_BOOL, 1, SHAPE(3), VALS(0, 1, 1), 0);
+    /* uint8 likewise (a signed result never goes into an unsigned tensor);
+     * with dtype uint8 it wraps at 256. */
+    ev_tensor *u8 = tensor_from(EV_UINT8, 1, SHAPE(3), VALS(200, 100, 1));
+    CHECK_EQ(ev_cumsum_(&EX, u8, 0, EV_DTYPE_NONE), EV_ETYPE);
+    CHECK_STR_CONTAINS(ev_last_message(), "cumsum_: the result dtype int64 cannot be cast to "
+                                          "the in-place operand's dtype uint8 (pass a dtype)");
+    CHECK_OK(ev_cumsum_(&EX, u8, 0, EV_UINT8));
+    check_tensor(u8, EV_UINT8, 1, SHAPE(3), VALS(200, 44, 45), 0);
+    ev_tensor_unref(u8);
     /* An expanded x would write one element through several. */
     ev_tensor *e;
     CHECK_OK(ev_expand(f, 2, SHAPE(2, 3), &e));
