@@ -1,7 +1,10 @@
 /* eagervm ops on tensors: elementwise binary ops with NumPy broadcasting and
- * type promotion, unary ops, clamp and cast, reductions and softmax, matmul,
- * where/cat/stack, index-driven selection, one_hot and cross_entropy, and
- * random numbers (randperm included). Conventions as in tensor.h.
+ * type promotion, unary ops, clamp and cast, reductions (any, all and
+ * logsumexp included) and softmax, scans, sorting and top-k, matmul,
+ * where/cat/stack, flips, rolls and triangles, index-driven selection, ops
+ * whose result size depends on the values (nonzero, unique: sync points),
+ * one_hot and cross_entropy, and random numbers (randperm included).
+ * Conventions as in tensor.h.
  *
  * Every op checks its arguments and infers the output on the calling thread
  * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
@@ -217,11 +220,104 @@ EV_API int ev_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, d
 EV_API int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
                   int keepdim, ev_tensor **out);
 
+/* Whether any (all) of the elements over dims is nonzero: bool results for
+ * every input dtype, each element taken as x != 0, so NaN counts as true (as
+ * NumPy and PyTorch). Over zero elements any gives false and all true. Dims
+ * and keepdim as for ev_reduce; each output stops reading at the first
+ * element that decides it. Errors as ev_reduce (EV_EINVAL, EV_EINDEX). */
+EV_API int ev_any(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                  ev_tensor **out);
+EV_API int ev_all(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                  ev_tensor **out);
+
+/* log(sum(exp(x))) over dims, computed stably as m + log(sum(exp(x - m))),
+ * m the largest reduced element, so large values never overflow. The
+ * result dtype is ev_dtype_to_float(x) (floats keep theirs, bool gives
+ * float32, integers float64); each output is computed in float64 and
+ * rounded once. A NaN gives NaN; otherwise +inf among the elements gives
+ * +inf, and elements all -inf, or none at all, give -inf (as PyTorch). Dims
+ * and keepdim as for ev_reduce; errors as ev_reduce. */
+EV_API int ev_logsumexp(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                        ev_tensor **out);
+
 /* exp(x - max) / sum(exp(x - max)) along dim, and its logarithm computed as
  * (x - max) - log(sum(exp(x - max))): stable for large inputs. Float inputs
  * only (EV_ETYPE otherwise); the result has x's shape and dtype. */
 EV_API int ev_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out);
 EV_API int ev_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out);
+
+
+/* ------------------------------------------------------------------ scans
+ *
+ * Cumulative sums and products along dimension dim (negative counts from
+ * the end; a 0-d x takes 0 or -1 and gives a 0-d copy): out[..., i, ...] is
+ * the sum (product) of x[..., 0..i, ...]. The result has x's shape and the
+ * dtype `dtype` or, for EV_DTYPE_NONE, the default of PyTorch: int64 for
+ * bool and integer inputs, x's dtype for floats. Given a dtype, x is first
+ * converted to it (as ev_cast), then accumulated:
+ *   integers  in 64 bits, wrapping on overflow (two's complement), and
+ *             stored wrapped to the dtype's width, as NumPy and PyTorch;
+ *   floats    in float64, each partial result rounded once to the dtype
+ *             (float32 as PyTorch's CPU kernel: more accurate than NumPy's
+ *             float32 accumulation); NaN and infinities propagate as IEEE
+ *             arithmetic does;
+ *   bool      as logical or (cumsum) and and (cumprod), as bool add and mul
+ *             are (NumPy's cumsum with dtype=bool).
+ * Lines along dim are split over the intra-op threads. Errors: EV_EINDEX
+ * (dim out of range), EV_EINVAL (out is NULL, dtype neither a dtype nor
+ * EV_DTYPE_NONE).
+ *
+ * The in-place forms (PyTorch's Tensor.cumsum_ and cumprod_) write the
+ * result into x by the rules of this header's first comment: x must not be
+ * expanded (EV_EINVAL), and the result dtype must cast to x's within its
+ * kind order (EV_ETYPE otherwise): int32 x accumulates in int64 and wraps
+ * to int32, but bool x needs dtype EV_BOOL and uint8 x dtype EV_UINT8 (their
+ * default result, int64, is signed; PyTorch writes it into them anyway),
+ * and an integer x cannot take a float dtype. */
+
+/* "No dtype given": the op's default result dtype (as dtype=None). Not a
+ * valid dtype anywhere else. */
+#define EV_DTYPE_NONE ((ev_dtype)-1)
+
+EV_API int ev_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_tensor **out);
+EV_API int ev_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
+                      ev_tensor **out);
+EV_API int ev_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+EV_API int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+
+
+/* ------------------------------------------------------ sorting and top-k
+ *
+ * Along dimension dim (negative counts from the end; a 0-d x takes 0 or -1
+ * and counts as one element). Every dtype sorts by its value (bool as
+ * false < true). NaN sorts as the largest value: last in ascending order,
+ * first in descending order, as NumPy and PyTorch; all NaNs are equal, and
+ * -0.0 equals +0.0. Indices are int64 positions along dim. The sort is a
+ * stable merge sort of each line (O(n log n) for a line of n, with 24 n
+ * bytes of scratch), so equal elements always keep their order in x, in
+ * descending order too; `stable` is accepted for PyTorch's signature
+ * (stable=False allows any order of equal elements, and this is one).
+ * Lines are split over the intra-op threads. Errors: EV_EINDEX (dim out of
+ * range), EV_EINVAL (an output pointer is NULL; for topk, k out of range). */
+
+/* values: x sorted along dim (x's shape and dtype, a new contiguous tensor);
+ * indices: where each value is in x along dim (int64, x's shape). */
+EV_API int ev_sort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+                   ev_tensor **values, ev_tensor **indices);
+/* The indices of ev_sort alone. */
+EV_API int ev_argsort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+                      ev_tensor **indices);
+/* The k largest (largest != 0) or smallest elements along dim and their
+ * indices; k in [0, size of dim] (EV_EINVAL otherwise); both results have
+ * x's shape with dim resized to k. They are the first k of a stable sort
+ * (descending when largest), in that order, whatever `sorted` says: values
+ * in order (descending for largest), NaN first among the largest, and among
+ * equal values the one earlier in x first (PyTorch leaves the order of ties,
+ * and with sorted=False of everything, unspecified; this order is one it
+ * allows). A 0-d x takes k 0 or 1: k = 1 gives 0-d results, k = 0 gives
+ * 1-d results of size 0 (PyTorch gives a 0-d tensor holding no value). */
+EV_API int ev_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int largest, int sorted,
+                   ev_tensor **values, ev_tensor **indices);
 
 
 /* ------------------------------------------------------------------ matmul
@@ -284,6 +380,78 @@ EV_API int ev_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *i
                           ev_tensor *src, ev_tensor **out);
 EV_API int ev_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
                            ev_tensor *src);
+
+
+/* ------------------------------------------- flips, rolls and triangles
+ *
+ * Copies of x (as PyTorch's flip, roll, tril and triu: new contiguous
+ * tensors of x's shape and dtype, any dtype and strides) with the elements
+ * moved or zeroed; one instruction each. Dimensions may be negative
+ * (counted from the end); a 0-d x takes 0 or -1. Errors: EV_EINDEX (a
+ * dimension out of range), EV_EINVAL (other bad arguments, out NULL). */
+
+/* x reversed along each of the ndims dimensions in dims; ndims 0 (dims may
+ * then be NULL) gives a plain copy. A dimension given twice is EV_EINVAL,
+ * as in PyTorch. */
+EV_API int ev_flip(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, ev_tensor **out);
+/* x rolled: along dims[j], the element at i moves to (i + shifts[j]) mod
+ * size (shifts of any sign and size); a dimension given more than once
+ * rolls by the sum of its shifts (as PyTorch and NumPy). nshifts must equal
+ * ndims, except that with ndims 0 (dims may then be NULL) the flattened
+ * tensor rolls by shifts[0] (nshifts must be 1) and the result keeps x's
+ * shape. Otherwise EV_EINVAL. */
+EV_API int ev_roll(const ev_exec *ex, ev_tensor *x, int nshifts, const int64_t *shifts, int ndims,
+                   const int *dims, ev_tensor **out);
+/* The lower (tril) or upper (triu) triangle of each matrix in x's last two
+ * dimensions: x[..., i, j] where j - i <= diagonal (tril) or j - i >=
+ * diagonal (triu), 0 elsewhere; diagonal 0 is the main diagonal, > 0 above
+ * it, < 0 below, any value allowed. x needs at least 2 dimensions
+ * (EV_EINVAL); batches of any shape, empty ones included. */
+EV_API int ev_tril(const ev_exec *ex, ev_tensor *x, int64_t diagonal, ev_tensor **out);
+EV_API int ev_triu(const ev_exec *ex, ev_tensor *x, int64_t diagonal, ev_tensor **out);
+/* The same in place: the elements of x outside the triangle become 0, the
+ * others are not touched (the instruction writes x and reads nothing). x
+ * must not be expanded (EV_EINVAL). */
+EV_API int ev_tril_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
+EV_API int ev_triu_(const ev_exec *ex, ev_tensor *x, int64_t diagonal);
+
+
+/* ---------------------------------------- results sized by the values
+ *
+ * The size of these results depends on x's values, which the call must
+ * know to make them, so each call is a sync point on x (like ev_to_host,
+ * and like the Python module's boolean-mask indexing): it blocks until x is
+ * ready (ev_wait_obj on x's storage, which waits for the writers of x
+ * issued so far and nothing else), reads x on the calling thread, then
+ * issues one instruction that writes the results and returns. The results
+ * are as asynchronous as any op's from there on; the kernel reads only what
+ * the call found, so writes to x issued later cannot change them. If an
+ * instruction that wrote x failed, the call returns that failure's code
+ * (EV_EPOISON or the kernel's) with a message naming the op and the
+ * failure, and makes nothing. Other errors: EV_EINVAL (out pointers),
+ * EV_ENOMEM. Thread-safe as every op; the calling thread holds no lock
+ * while it waits. */
+
+/* The indices of the nonzero elements of x (x != 0, so NaN counts), in C
+ * order, as an int64 tensor of shape (n, ndim) (PyTorch's nonzero): row r
+ * holds the multi-index of the r-th nonzero element. A 0-d x gives shape
+ * (1, 0) or (0, 0). Any dtype and strides. */
+EV_API int ev_nonzero(const ev_exec *ex, ev_tensor *x, ev_tensor **out);
+/* The distinct values of x flattened (torch.unique with dim=None):
+ *   values   1-d, x's dtype, sorted ascending as ev_sort orders them;
+ *   inverse  int64 of x's shape: where each element of x is in values
+ *            (made only when return_inverse; inverse may then be NULL);
+ *   counts   int64, values' length: how often each value occurs (made only
+ *            when return_counts; counts may then be NULL).
+ * Values compare as in ev_sort: -0.0 equals +0.0 and the one met first in
+ * C order is kept; all NaNs collapse into one value, last, as NumPy >= 1.24
+ * does (equal_nan=True; PyTorch keeps each NaN apart). sorted is accepted
+ * for PyTorch's signature: the values come sorted either way, an order
+ * sorted=False allows. The call sorts x's keys on the calling thread
+ * (O(n log n), 24 n bytes of scratch). */
+EV_API int ev_unique(const ev_exec *ex, ev_tensor *x, int sorted, int return_inverse,
+                     int return_counts, ev_tensor **values, ev_tensor **inverse,
+                     ev_tensor **counts);
 
 
 /* ------------------------------------------------ encodings and losses

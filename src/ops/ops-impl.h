@@ -1,7 +1,10 @@
 /* Internal contract of the ops layer: the one elementwise instruction that
- * binary and unary ops (and later where, clamp-like ops) issue. */
+ * binary and unary ops (and later where, clamp-like ops) issue, the line
+ * walker of scans and sorts, and the sort keys sort and unique share. */
 #ifndef EV_OPS_IMPL_H
 #define EV_OPS_IMPL_H
+
+#include <string.h>
 
 #include "eagervm/ops.h"
 #include "tensor/tensor-impl.h"
@@ -48,5 +51,83 @@ int ev__can_cast_same_kind(ev_dtype r, ev_dtype into);
 int ev__binary_issue(const ev_exec *ex, const char *name, ev_tensor *a, ev_tensor *b,
                      ev_dtype res, ev_dtype loop_in, ev_dtype loop_out, ev__loop_fn loop,
                      int inplace, ev_tensor **out);
+
+/* ------------------------------------------------------------------ lines
+ *
+ * Ops that work on whole lines along one dimension (scans, sorts, top-k)
+ * walk their operands line by line (lines.c). Every operand has the shape of
+ * ops[0] outside the dimension; along it each has its own length. */
+typedef struct ev__lines {
+    int nops;
+    int nd;                                         /* dimensions other than dim */
+    int64_t count;                                  /* lines: product of their sizes */
+    int64_t shape[EV_MAX_DIMS];                     /* their sizes, outermost first */
+    int64_t strides[EV__ITER_MAX_OPS][EV_MAX_DIMS]; /* their byte strides */
+    int64_t len[EV__ITER_MAX_OPS];                  /* elements per line */
+    int64_t step[EV__ITER_MAX_OPS];                 /* byte stride along the line */
+    char *data[EV__ITER_MAX_OPS];                   /* borrowed; NULL for a NULL op */
+} ev__lines;
+
+/* Lines of nops operands along dim (-1: the operands are 0-d and form one
+ * line of one element). A NULL operand gets NULL data and zero strides. */
+void ev__lines_init(ev__lines *l, int nops, ev_tensor *const *ops, int dim);
+/* Byte offsets off[k] of the first element of line `line` in each operand,
+ * and its multi-index over the other dimensions in idx (for ev__lines_next). */
+void ev__lines_seek(const ev__lines *l, int64_t line, int64_t *idx, int64_t *off);
+/* Moves idx and off on to the next line (C order over the other dims). */
+void ev__lines_next(const ev__lines *l, int64_t *idx, int64_t *off);
+
+/* Normalises dim for x, accepting 0 and -1 for a 0-d x (as PyTorch): *out
+ * is then -1. Errors: EV_EINDEX naming fn and the valid range. */
+int ev__norm_dim0(const char *fn, int dim, const ev_tensor *x, int *out);
+
+/* Copies one element of esz bytes (a dtype's size: 1, 2, 4 or 8). */
+static inline void ev__copy_elem(char *dst, const char *src, size_t esz)
+{
+    switch (esz) {
+    case 1: memcpy(dst, src, 1); break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
+/* Copies n elements of esz bytes from src to dst, each side stepping by its
+ * own byte stride (any sign); the two must not overlap. Bytes are moved
+ * as they are, so this serves every dtype (ev__cast_strided would convert
+ * through the value). */
+static inline void ev__copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
+                                size_t esz)
+{
+    if (ds == (int64_t)esz && ss == (int64_t)esz) {
+        if (n > 0) {
+            memcpy(dst, src, (size_t)n * esz);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ev__copy_elem(dst + i * ds, src + i * ss, esz);
+    }
+}
+
+/* ------------------------------------------------------------ sort keys
+ *
+ * Sorting (sort.c, shared with unique) turns each element into a 64-bit
+ * key whose unsigned order is the order of the values: integers and bool by
+ * their value as int64, floats by their value as float64 with -0.0 taken as
+ * +0.0 and every NaN as one key above +inf. So one stable merge sort serves
+ * every dtype, whatever its storage type. */
+typedef struct ev__sort_item {
+    uint64_t key;
+    int64_t idx; /* the element's position */
+} ev__sort_item;
+
+/* Loads the keys of n elements of dtype dt at src (stride bytes apart) into
+ * items[0..n), with positions first, first + 1, ... */
+void ev__sort_load(ev__sort_item *items, const char *src, ev_dtype dt, int64_t stride,
+                   int64_t n, int64_t first);
+/* Sorts items[0..n) by key, ascending and stable (equal keys keep their
+ * order); scratch has room for n / 2 + 1 items. */
+void ev__sort_items(ev__sort_item *items, ev__sort_item *scratch, int64_t n);
 
 #endif

@@ -1,6 +1,7 @@
-/* Reductions (sum, mean, prod, max, min, argmax, argmin, var, std) over any
- * set of dimensions, and softmax / log_softmax along one dimension: checks and
- * shape inference on the issuing thread, one instruction per op. */
+/* Reductions (sum, mean, prod, max, min, argmax, argmin, var, std, any, all,
+ * logsumexp) over any set of dimensions, and softmax / log_softmax along one
+ * dimension: checks and shape inference on the issuing thread, one
+ * instruction per op. */
 /* As in binary.c: let GCC's cheap cost model vectorize the partial-sum
  * blocks at -O2. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
@@ -14,14 +15,19 @@
 
 /* Every reduction the kernel knows; the op table's reduce rows come first,
  * numbered as enum ev_reduce_op (checked below). */
-enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_COUNT };
+enum {
+    R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_ANY, R_ALL,
+    R_LOGSUMEXP, R_COUNT
+};
 #define EV_REDUCE(ID, name, ...) \
     _Static_assert((int)R_##ID == (int)EV_REDUCE_##ID, "reduce.c numbers " #name " as ops.def does");
 #include "eagervm/ops.def"
 _Static_assert((int)EV_REDUCE_OP_COUNT == (int)R_ARGMAX, "every reduce row of ops.def has a kernel here");
 
 static const char *const red_names[R_COUNT] = {
-    "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std",
+    [R_SUM] = "sum",       [R_MEAN] = "mean", [R_PROD] = "prod", [R_MAX] = "max",
+    [R_MIN] = "min",       [R_ARGMAX] = "argmax", [R_ARGMIN] = "argmin", [R_VAR] = "var",
+    [R_STD] = "std",       [R_ANY] = "any",   [R_ALL] = "all",   [R_LOGSUMEXP] = "logsumexp",
 };
 
 const char *ev_reduce_op_name(int op)
@@ -176,6 +182,7 @@ EXTREMA(f64, double, IS_NAN)
 typedef struct red_val {
     ev_dtype dtype;
     union {
+        uint8_t b;
         int32_t i32;
         int64_t i64;
         float f32;
@@ -256,6 +263,38 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
             r.dtype = EV_INT64;
             r.v.i64 = at;
         }
+        break;
+    }
+    case R_ANY:
+    case R_ALL: { /* loop is bool: each element arrives as x != 0 */
+        const uint8_t *x = row;
+        uint8_t stop = kind == R_ANY; /* the value that decides the result */
+        r.v.b = !stop;
+        for (int64_t i = 0; i < n; i++) {
+            if (x[i] == stop) {
+                r.v.b = stop;
+                break;
+            }
+        }
+        break;
+    }
+    case R_LOGSUMEXP: { /* loop is float64 */
+        const double *x = row;
+        double m = -INFINITY;
+        for (int64_t i = 0; i < n && m == m; i++) {
+            m = x[i] > m || x[i] != x[i] ? x[i] : m;
+        }
+        if (m != m || isinf(m)) {
+            /* NaN propagates; with no NaN, +inf anywhere gives +inf, and
+             * all -inf (or no element) gives -inf. x - m would be NaN. */
+            r.v.f64 = m;
+            break;
+        }
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            s += exp(x[i] - m);
+        }
+        r.v.f64 = m + log(s);
         break;
     }
     default: { /* R_VAR, R_STD: loop is float64 */
@@ -657,6 +696,14 @@ static int reduce(const ev_exec *ex, int kind, ev_tensor *x, int ndims, const in
         res = xd;
         loop = kind == R_MEAN ? comp : EV_FLOAT64;
         break;
+    case R_ANY:
+    case R_ALL:
+        res = loop = EV_BOOL;
+        break;
+    case R_LOGSUMEXP:
+        res = ev_dtype_to_float(xd);
+        loop = EV_FLOAT64;
+        break;
     default:
         res = kind == R_ARGMAX || kind == R_ARGMIN ? EV_INT64 : xd;
         loop = xd == EV_BOOL ? EV_INT64 : comp;
@@ -726,6 +773,24 @@ int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double c
            int keepdim, ev_tensor **out)
 {
     return reduce(ex, R_STD, x, ndims, dims, keepdim, correction, out);
+}
+
+int ev_any(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+           ev_tensor **out)
+{
+    return reduce(ex, R_ANY, x, ndims, dims, keepdim, 0, out);
+}
+
+int ev_all(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+           ev_tensor **out)
+{
+    return reduce(ex, R_ALL, x, ndims, dims, keepdim, 0, out);
+}
+
+int ev_logsumexp(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
+                 ev_tensor **out)
+{
+    return reduce(ex, R_LOGSUMEXP, x, ndims, dims, keepdim, 0, out);
 }
 
 /* ---------------------------------------------------------------- softmax */

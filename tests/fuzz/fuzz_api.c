@@ -375,7 +375,7 @@ static void null_out(fz *f, reader *r)
     ev_tensor *list[2] = {t, t};
     int dim = 0, rc;
     double host[4] = {0};
-    uint8_t which = u8(r) % 36;
+    uint8_t which = u8(r) % 47;
     switch (which) {
     case 0: rc = ev_empty(ex, EV_FLOAT32, 2, sh, NULL); break;
     case 1: rc = ev_zeros(ex, EV_FLOAT32, 2, sh, NULL); break;
@@ -414,6 +414,17 @@ static void null_out(fz *f, reader *r)
     case 32: rc = ev_index_select(ex, t, 0, i, NULL); break;
     case 33: rc = ev_gather(ex, t, 0, i, NULL); break;
     case 34: rc = ev_take(ex, t, i, NULL); break;
+    case 35: rc = ev_any(ex, t, 0, NULL, 0, NULL); break;
+    case 36: rc = ev_logsumexp(ex, t, 0, NULL, 0, NULL); break;
+    case 37: rc = ev_cumsum(ex, t, 0, EV_DTYPE_NONE, NULL); break;
+    case 38: rc = ev_sort(ex, t, 0, 0, 0, NULL, &i); break;
+    case 39: rc = ev_argsort(ex, t, 0, 0, 0, NULL); break;
+    case 40: rc = ev_topk(ex, t, 1, 0, 1, 1, &i, NULL); break;
+    case 41: rc = ev_flip(ex, t, 1, &dim, NULL); break;
+    case 42: rc = ev_roll(ex, t, 1, (const int64_t[]){1}, 0, NULL, NULL); break;
+    case 43: rc = ev_tril(ex, t, 0, NULL); break;
+    case 44: rc = ev_nonzero(ex, t, NULL); break;
+    case 45: rc = ev_unique(ex, t, 1, 1, 0, &i, NULL, NULL); break;
     default: rc = ev_scatter_add(ex, t, 0, i, t, NULL); break;
     }
     expect_err(rc, "a call with out == NULL");
@@ -841,6 +852,332 @@ static void do_reduce(fz *f, reader *r)
     }
 }
 
+/* ------------------------------------------- more reductions and scans */
+
+/* The dimension d of an op on an nd-d tensor, normalised, or -2 if out of
+ * range (a 0-d tensor takes 0 and -1, giving -1). */
+static int fz_norm_dim0(int d, int nd)
+{
+    if (nd == 0) {
+        return d == 0 || d == -1 ? -1 : -2;
+    }
+    return d >= -nd && d < nd ? (d < 0 ? d + nd : d) : -2;
+}
+
+/* ev_reduce's rules (ops.h): the result shape of reducing dims (NULL with
+ * ndims 0: all), or 0 if the call is invalid. */
+static int fz_reduce_shape(int nd, const int64_t *sh, int ndims, const int *dims, int keepdim,
+                           int *ond, int64_t *oshape)
+{
+    unsigned mask = 0;
+    if (!dims) {
+        mask = (1u << nd) - 1;
+    } else {
+        if (ndims < 0 || ndims > (nd ? nd : 1)) {
+            return 0;
+        }
+        for (int i = 0; i < ndims; i++) {
+            int d = fz_norm_dim0(dims[i], nd);
+            if (d == -2 || (d >= 0 && (mask & (1u << d)))) {
+                return 0;
+            }
+            mask |= d >= 0 ? 1u << d : 0;
+        }
+    }
+    *ond = 0;
+    for (int d = 0; d < nd; d++) {
+        if (!(mask & (1u << d))) {
+            oshape[(*ond)++] = sh[d];
+        } else if (keepdim) {
+            oshape[(*ond)++] = 1;
+        }
+    }
+    return 1;
+}
+
+static void check_shape(ev_tensor *t, ev_dtype dt, int nd, const int64_t *shape, const char *what)
+{
+    FZ_CHECK(ev_tensor_dtype(t) == dt, "%s: dtype %s, predicted %s", what,
+             ev_dtype_name(ev_tensor_dtype(t)), ev_dtype_name(dt));
+    FZ_CHECK(ev_tensor_ndim(t) == nd, "%s: %d dims, predicted %d", what, ev_tensor_ndim(t), nd);
+    for (int i = 0; i < nd; i++) {
+        FZ_CHECK(ev_tensor_shape(t)[i] == shape[i], "%s: size %lld of dim %d, predicted %lld",
+                 what, (long long)ev_tensor_shape(t)[i], i, (long long)shape[i]);
+    }
+}
+
+/* NumPy's kind order b < u < i < f, which the in-place forms cast within
+ * (ops.h's first comment). */
+static int fz_kind_rank(ev_dtype d)
+{
+    const ev_dtype_info *i = ev_dtype_get_info(d);
+    return i->kind == EV_KIND_BOOL ? 0 : i->kind == EV_KIND_INT ? 2 - i->is_unsigned : 3;
+}
+
+/* 1 if t has elements that share memory (expanded): what in-place ops
+ * refuse. */
+static int fz_expanded(ev_tensor *t)
+{
+    for (int i = 0; i < ev_tensor_ndim(t); i++) {
+        if (ev_tensor_shape(t)[i] > 1 && ev_tensor_strides(t)[i] == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void do_reduce_more(fz *f, reader *r)
+{
+    ev_tensor *x = pick(f, r);
+    if (!x) {
+        return;
+    }
+    int nd = ev_tensor_ndim(x);
+    const int64_t *sh = ev_tensor_shape(x);
+    ev_dtype xd = ev_tensor_dtype(x);
+    uint8_t kind = u8(r) % 5;
+    ev_tensor *out = NULL;
+    int rc;
+    if (kind <= 2) {
+        /* any / all / logsumexp over random dims */
+        int keepdim = u8(r) & 1, all = (u8(r) & 3) == 0;
+        int dims[EV_MAX_DIMS + 1], ndims = u8(r) % (nd + 2);
+        for (int i = 0; i < ndims; i++) {
+            dims[i] = s8(r) % (nd + 2);
+        }
+        int ond;
+        int64_t oshape[EV_MAX_DIMS];
+        int valid = fz_reduce_shape(nd, sh, all ? 0 : ndims, all ? NULL : dims, keepdim, &ond,
+                                    oshape);
+        rc = kind == 0   ? ev_any(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim, &out)
+             : kind == 1 ? ev_all(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim, &out)
+                         : ev_logsumexp(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim,
+                                        &out);
+        if (!valid) {
+            expect_err(rc, "any/all/logsumexp (invalid)");
+            FZ_CHECK(out == NULL, "any/all/logsumexp failed but wrote *out");
+            return;
+        }
+        expect_ok(rc, "any/all/logsumexp");
+        check_shape(out, kind == 2 ? ev_dtype_to_float(xd) : EV_BOOL, ond, oshape,
+                    "any/all/logsumexp");
+    } else {
+        /* cumsum / cumprod, out of place or in place, default or given dtype */
+        int prod = kind == 4, inplace = (u8(r) & 3) == 0;
+        int dim = s8(r) % (nd + 2);
+        uint8_t c = u8(r) % (EV_DTYPE_COUNT + 2);
+        ev_dtype dt = c < EV_DTYPE_COUNT ? (ev_dtype)c
+                      : c == EV_DTYPE_COUNT ? EV_DTYPE_NONE : (ev_dtype)(EV_DTYPE_COUNT + 7);
+        int valid = fz_norm_dim0(dim, nd) != -2 && (int)c <= EV_DTYPE_COUNT;
+        ev_dtype res = dt == EV_DTYPE_NONE ? (ev_dtype_is_float(xd) ? xd : EV_INT64) : dt;
+        if (inplace) {
+            valid = valid && !fz_expanded(x) && fz_kind_rank(res) <= fz_kind_rank(xd);
+            rc = prod ? ev_cumprod_(&f->ex, x, dim, dt) : ev_cumsum_(&f->ex, x, dim, dt);
+            if (valid) {
+                expect_ok(rc, "cumsum_/cumprod_");
+            } else {
+                expect_err(rc, "cumsum_/cumprod_ (invalid)");
+            }
+            return;
+        }
+        rc = prod ? ev_cumprod(&f->ex, x, dim, dt, &out) : ev_cumsum(&f->ex, x, dim, dt, &out);
+        if (!valid) {
+            expect_err(rc, "cumsum/cumprod (invalid)");
+            FZ_CHECK(out == NULL, "cumsum/cumprod failed but wrote *out");
+            return;
+        }
+        expect_ok(rc, "cumsum/cumprod");
+        check_shape(out, res, nd, sh, "cumsum/cumprod");
+    }
+    put(f, r, out);
+}
+
+/* --------------------------------------- sorts, rearranging, sync points */
+
+static void do_sort_more(fz *f, reader *r)
+{
+    ev_tensor *x = pick(f, r);
+    if (!x) {
+        return;
+    }
+    int nd = ev_tensor_ndim(x);
+    const int64_t *sh = ev_tensor_shape(x);
+    ev_dtype xd = ev_tensor_dtype(x);
+    uint8_t kind = u8(r) % 8;
+    ev_tensor *out = NULL, *out2 = NULL;
+    int rc;
+    switch (kind) {
+    case 0:
+    case 1: {
+        /* sort, argsort, topk */
+        int dim = s8(r) % (nd + 2), desc = u8(r) & 1, which = u8(r) % 3;
+        int d = fz_norm_dim0(dim, nd);
+        int64_t len = d >= 0 ? sh[d] : 1;
+        int64_t k = (int64_t)(u8(r) % 6) - 1; /* -1 .. 4: some out of range */
+        int64_t oshape[EV_MAX_DIMS];
+        memcpy(oshape, sh, sizeof(int64_t) * (size_t)nd);
+        int ond = nd, valid = d != -2;
+        if (which == 2) {
+            valid = valid && k >= 0 && k <= len;
+            if (d >= 0) {
+                oshape[d] = k;
+            } else if (k == 0) {
+                ond = 1; /* a 0-d x with k = 0: shape [0] */
+                oshape[0] = 0;
+            }
+            rc = ev_topk(&f->ex, x, k, dim, desc, u8(r) & 1, &out, &out2);
+        } else if (which == 1) {
+            rc = ev_argsort(&f->ex, x, dim, desc, u8(r) & 1, &out2);
+        } else {
+            rc = ev_sort(&f->ex, x, dim, desc, u8(r) & 1, &out, &out2);
+        }
+        if (!valid) {
+            expect_err(rc, "sort/argsort/topk (invalid)");
+            FZ_CHECK(!out && !out2, "sort/argsort/topk failed but wrote an output");
+            return;
+        }
+        expect_ok(rc, "sort/argsort/topk");
+        if (out) {
+            check_shape(out, xd, ond, oshape, "sort/topk values");
+        }
+        check_shape(out2, EV_INT64, ond, oshape, "sort/topk indices");
+        break;
+    }
+    case 2: {
+        /* flip over random (maybe repeated) dims */
+        int dims[EV_MAX_DIMS + 1], ndims = u8(r) % (nd + 2), valid = 1;
+        unsigned seen = 0;
+        for (int i = 0; i < ndims; i++) {
+            dims[i] = s8(r) % (nd + 2);
+            int d = fz_norm_dim0(dims[i], nd);
+            unsigned bit = 1u << (d < 0 ? 0 : d);
+            valid = valid && d != -2 && !(seen & bit);
+            seen |= bit;
+        }
+        rc = ev_flip(&f->ex, x, ndims, ndims ? dims : NULL, &out);
+        if (!valid) {
+            expect_err(rc, "flip (invalid)");
+            FZ_CHECK(out == NULL, "flip failed but wrote *out");
+            return;
+        }
+        expect_ok(rc, "flip");
+        check_shape(out, xd, nd, sh, "flip");
+        break;
+    }
+    case 3: {
+        /* roll: per-dim shifts (repeats allowed), or the flattened tensor */
+        int dims[EV_MAX_DIMS + 1], ndims = u8(r) % (nd + 2), valid = 1;
+        int64_t shifts[EV_MAX_DIMS + 1];
+        int nshifts = (u8(r) & 7) == 0 ? ndims + 1 : ndims; /* sometimes one too many */
+        for (int i = 0; i < nshifts; i++) {
+            shifts[i] = (u8(r) & 1) ? i64(r) : s8(r);
+        }
+        for (int i = 0; i < ndims; i++) {
+            dims[i] = s8(r) % (nd + 2);
+            valid = valid && fz_norm_dim0(dims[i], nd) != -2;
+        }
+        if (ndims == 0) {
+            nshifts = (u8(r) & 7) == 0 ? 0 : 1;
+            shifts[0] = i64(r);
+            valid = nshifts == 1;
+        } else {
+            valid = valid && nshifts == ndims;
+        }
+        rc = ev_roll(&f->ex, x, nshifts, shifts, ndims, ndims ? dims : NULL, &out);
+        if (!valid) {
+            expect_err(rc, "roll (invalid)");
+            FZ_CHECK(out == NULL, "roll failed but wrote *out");
+            return;
+        }
+        expect_ok(rc, "roll");
+        check_shape(out, xd, nd, sh, "roll");
+        break;
+    }
+    case 4: {
+        /* tril / triu, out of place or in place */
+        int upper = u8(r) & 1, inplace = (u8(r) & 3) == 0;
+        int64_t diag = (u8(r) & 1) ? i64(r) : s8(r) % 6;
+        if (inplace) {
+            rc = upper ? ev_triu_(&f->ex, x, diag) : ev_tril_(&f->ex, x, diag);
+            if (nd >= 2 && !fz_expanded(x)) {
+                expect_ok(rc, "tril_/triu_");
+            } else {
+                expect_err(rc, "tril_/triu_ (invalid)");
+            }
+            return;
+        }
+        rc = upper ? ev_triu(&f->ex, x, diag, &out) : ev_tril(&f->ex, x, diag, &out);
+        if (nd < 2) {
+            expect_err(rc, "tril/triu of fewer than 2 dims");
+            FZ_CHECK(out == NULL, "tril/triu failed but wrote *out");
+            return;
+        }
+        expect_ok(rc, "tril/triu");
+        check_shape(out, xd, nd, sh, "tril/triu");
+        break;
+    }
+    case 5:
+    case 6: {
+        /* nonzero: a sync point on x, so it may report x's failure */
+        rc = ev_nonzero(&f->ex, x, &out);
+        if (rc) {
+            check_wait_rc(f, rc, "nonzero");
+            FZ_CHECK(out == NULL, "nonzero failed but wrote *out");
+            return;
+        }
+        int64_t n = ev_tensor_numel(x);
+        FZ_CHECK(ev_tensor_ndim(out) == 2 && ev_tensor_shape(out)[1] == nd &&
+                     ev_tensor_dtype(out) == EV_INT64,
+                 "nonzero: result shape or dtype");
+        /* Count x's nonzero elements (as float64: no nonzero value becomes
+         * 0, NaN stays NaN); x was ready, so this read cannot fail. */
+        ev_tensor *c = NULL;
+        expect_ok(ev_cast(&f->ex, x, EV_FLOAT64, &c), "cast for nonzero");
+        double *h = malloc(sizeof(double) * (size_t)(n ? n : 1));
+        expect_ok(ev_to_host(&f->ex, c, h), "to_host for nonzero");
+        int64_t cnt = 0;
+        for (int64_t i = 0; i < n; i++) {
+            cnt += h[i] != 0;
+        }
+        free(h);
+        ev_tensor_unref(c);
+        FZ_CHECK(ev_tensor_shape(out)[0] == cnt, "nonzero: %lld rows for %lld nonzero elements",
+                 (long long)ev_tensor_shape(out)[0], (long long)cnt);
+        break;
+    }
+    default: {
+        /* unique: a sync point on x */
+        int ri = u8(r) & 1, rcnt = u8(r) & 1;
+        ev_tensor *cnt = NULL;
+        rc = ev_unique(&f->ex, x, u8(r) & 1, ri, rcnt, &out, ri ? &out2 : NULL,
+                       rcnt ? &cnt : NULL);
+        if (rc) {
+            check_wait_rc(f, rc, "unique");
+            FZ_CHECK(!out && !out2 && !cnt, "unique failed but wrote an output");
+            return;
+        }
+        int64_t u = ev_tensor_numel(out), n = ev_tensor_numel(x);
+        FZ_CHECK(ev_tensor_ndim(out) == 1 && ev_tensor_dtype(out) == xd &&
+                     u <= n && (n == 0 || u >= 1),
+                 "unique: values of shape [%lld] for %lld elements", (long long)u, (long long)n);
+        if (ri) {
+            check_shape(out2, EV_INT64, nd, sh, "unique inverse");
+        }
+        if (rcnt) {
+            check_shape(cnt, EV_INT64, 1, &u, "unique counts");
+            put(f, r, cnt);
+        }
+        break;
+    }
+    }
+    if (out) {
+        put(f, r, out);
+    }
+    if (out2) {
+        put(f, r, out2);
+    }
+}
+
 /* matmul's validity from the shapes and dtypes alone (ops.h). */
 static int matmul_valid(ev_tensor *a, ev_tensor *b)
 {
@@ -1259,13 +1596,21 @@ static void step(fz *f, reader *r, int depth)
         do_unary(f, r);
         break;
     case 8:
-        do_reduce(f, r);
+        if (op & 0x10) {
+            do_reduce_more(f, r);
+        } else {
+            do_reduce(f, r);
+        }
         break;
     case 9:
         do_matmul(f, r);
         break;
     case 10:
-        do_index(f, r);
+        if (op & 0x10) {
+            do_sort_more(f, r);
+        } else {
+            do_index(f, r);
+        }
         break;
     case 11: {
         int i = u8(r) % FZ_SLOTS;
@@ -1308,11 +1653,24 @@ static void do_inject(fz *f, reader *r)
     f->injected = 1;
     ev_tensor *t = NULL;
     int64_t shape[2] = {1 + u8(r) % 4, 1 + u8(r) % 4};
-    ev_tensor *a = pick(f, r);
-    int kind = u8(r) % 4;
+    ev_tensor *a = pick(f, r), *t2 = NULL, *t3 = NULL;
+    int kind = u8(r) % 7;
     ev__fail_alloc_after(n);
     int rc;
     switch (kind) {
+    case 4:
+        rc = a ? ev_sort(&f->ex, a, 0, u8(r) & 1, 1, &t, &t2) : ev_ones(&f->ex, EV_INT32, 2, shape,
+                                                                    &t);
+        break;
+    case 5:
+        /* a sync point: also waits for a under the failing allocations */
+        rc = a ? ev_unique(&f->ex, a, 1, 1, 1, &t, &t2, &t3) : ev_ones(&f->ex, EV_INT32, 2, shape,
+                                                                      &t);
+        break;
+    case 6:
+        rc = a ? ev_cumsum(&f->ex, a, 0, EV_DTYPE_NONE, &t) : ev_ones(&f->ex, EV_BOOL, 2, shape,
+                                                                      &t);
+        break;
     case 0:
         rc = ev_ones(&f->ex, EV_FLOAT32, 2, shape, &t);
         break;
@@ -1333,8 +1691,15 @@ static void do_inject(fz *f, reader *r)
         FZ_CHECK(is_ev_code(rc), "injected failure gave %d", rc);
     }
     t = expect_any(rc, t, "call under allocation failure");
+    FZ_CHECK(rc == 0 || (!t2 && !t3), "a call failed under allocation failure but wrote outputs");
     if (t) {
         put(f, r, t);
+    }
+    if (t2) {
+        put(f, r, t2);
+    }
+    if (t3) {
+        put(f, r, t3);
     }
 }
 

@@ -42,6 +42,8 @@ def seed(i):
             op |= 0x30  # fault injection (depth 0)
         elif op == 14 and rng.random() < 0.5:
             op |= 0x10  # object create/release instead of submit
+        elif op in (8, 10) and rng.random() < 0.5:
+            op |= 0x10  # any/all/logsumexp/scans; sorts/flip/roll/tril/nonzero/unique
         out.append(op)
         out += bytes(rng.randrange(0, 8) for _ in range(rng.randrange(4, 12)))
     # Waits at the end so that kernel failures surface at a sync point.
