@@ -34,7 +34,8 @@ except ImportError:
 
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
 CASE_KINDS = ("elementwise", "reduction", "clamp", "rowwise", "matmul", "view", "copy",
-              "creation", "select", "loss", "random", "interop")
+              "creation", "select", "loss", "random", "interop", "scan", "sort", "reorder",
+              "data_dependent")
 # The shapes of the EV_FUNC kinds' input x at each size (matmul: 32 and 1024 square).
 FUNC_SHAPES = {"1K": (32, 32), "1M": (1024, 1024)}
 

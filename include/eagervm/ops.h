@@ -160,9 +160,10 @@ EV_API int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **
  * A 0-d tensor accepts dimension 0 or -1 (as PyTorch). With keepdim the
  * reduced dimensions stay with size 1, otherwise they are removed.
  *
- * The reductions over dims (sum, mean, prod, max, min) are rows of the op
- * table ops.def; their rules: ACCUMULATE (sum, prod), FLOAT_ONLY (mean),
- * SAME (max, min).
+ * The reductions over dims (sum, mean, prod, max, min, any, all,
+ * logsumexp) are rows of the op table ops.def; their rules: ACCUMULATE
+ * (sum, prod), FLOAT_ONLY (mean), SAME (max, min), LOGICAL (any, all),
+ * FLOAT (logsumexp).
  *
  * Result dtypes (as PyTorch):
  *   sum prod       int64 for bool and every integer input (wrapping; NumPy
@@ -220,25 +221,21 @@ EV_API int ev_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, d
 EV_API int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
                   int keepdim, ev_tensor **out);
 
-/* Whether any (all) of the elements over dims is nonzero: bool results for
+/* ev_any and ev_all (rows of ops.def, rule LOGICAL): whether any (all) of
+ * the elements over dims is nonzero: bool results for
  * every input dtype, each element taken as x != 0, so NaN counts as true (as
  * NumPy and PyTorch). Over zero elements any gives false and all true. Dims
  * and keepdim as for ev_reduce; each output stops reading at the first
  * element that decides it. Errors as ev_reduce (EV_EINVAL, EV_EINDEX). */
-EV_API int ev_any(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-                  ev_tensor **out);
-EV_API int ev_all(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-                  ev_tensor **out);
 
-/* log(sum(exp(x))) over dims, computed stably as m + log(sum(exp(x - m))),
+/* ev_logsumexp (a row of ops.def, rule FLOAT): log(sum(exp(x))) over dims,
+ * computed stably as m + log(sum(exp(x - m))),
  * m the largest reduced element, so large values never overflow. The
  * result dtype is ev_dtype_to_float(x) (floats keep theirs, bool gives
  * float32, integers float64); each output is computed in float64 and
  * rounded once. A NaN gives NaN; otherwise +inf among the elements gives
  * +inf, and elements all -inf, or none at all, give -inf (as PyTorch). Dims
  * and keepdim as for ev_reduce; errors as ev_reduce. */
-EV_API int ev_logsumexp(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-                        ev_tensor **out);
 
 /* exp(x - max) / sum(exp(x - max)) along dim, and its logarithm computed as
  * (x - max) - log(sum(exp(x - max))): stable for large inputs. Float inputs

@@ -239,13 +239,17 @@ def roll(x, shifts, dims=None):
 
 def unique(x, sorted=True, return_inverse=False, return_counts=False):
     res = np.unique(x.reshape(-1), return_inverse=return_inverse, return_counts=return_counts)
-    if isinstance(res, tuple):
-        return tuple(r.astype(np.int64) if i else r for i, r in enumerate(res))
-    return res
+    if not isinstance(res, tuple):
+        return res
+    res = [res[0]] + [r.astype(np.int64) for r in res[1:]]
+    if return_inverse:  # in input's shape, as torch.unique
+        res[1] = res[1].reshape(x.shape)
+    return tuple(res)
 
 
 def logsumexp(x, axis=None, keepdims=False):
-    m = np.max(x, axis=axis, keepdims=True)
+    # Over no elements: -inf, as PyTorch (the max's initial value).
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
     m = np.where(np.isfinite(m), m, 0)
     r = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
     return r if keepdims else np.squeeze(r, axis=axis)

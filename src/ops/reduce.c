@@ -16,13 +16,15 @@
 /* Every reduction the kernel knows; the op table's reduce rows come first,
  * numbered as enum ev_reduce_op (checked below). */
 enum {
-    R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_ANY, R_ALL,
-    R_LOGSUMEXP, R_COUNT
+    R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ANY, R_ALL, R_LOGSUMEXP, /* the table's rows */
+    R_ARGMAX, R_ARGMIN, R_VAR, R_STD, R_COUNT
 };
-#define EV_REDUCE(ID, name, ...) \
-    _Static_assert((int)R_##ID == (int)EV_REDUCE_##ID, "reduce.c numbers " #name " as ops.def does");
+#define EV_REDUCE(ID, name, ...)                             \
+    _Static_assert((int)R_##ID == (int)EV_REDUCE_##ID,       \
+                   "reduce.c numbers " #name " as ops.def does");
 #include "eagervm/ops.def"
-_Static_assert((int)EV_REDUCE_OP_COUNT == (int)R_ARGMAX, "every reduce row of ops.def has a kernel here");
+_Static_assert((int)EV_REDUCE_OP_COUNT == (int)R_ARGMAX,
+               "every reduce row of ops.def has a kernel here");
 
 static const char *const red_names[R_COUNT] = {
     [R_SUM] = "sum",       [R_MEAN] = "mean", [R_PROD] = "prod", [R_MAX] = "max",
@@ -773,24 +775,6 @@ int ev_std(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double c
            int keepdim, ev_tensor **out)
 {
     return reduce(ex, R_STD, x, ndims, dims, keepdim, correction, out);
-}
-
-int ev_any(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-           ev_tensor **out)
-{
-    return reduce(ex, R_ANY, x, ndims, dims, keepdim, 0, out);
-}
-
-int ev_all(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-           ev_tensor **out)
-{
-    return reduce(ex, R_ALL, x, ndims, dims, keepdim, 0, out);
-}
-
-int ev_logsumexp(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, int keepdim,
-                 ev_tensor **out)
-{
-    return reduce(ex, R_LOGSUMEXP, x, ndims, dims, keepdim, 0, out);
 }
 
 /* ---------------------------------------------------------------- softmax */

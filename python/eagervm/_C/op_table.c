@@ -167,7 +167,7 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EVPY_RULE_FLOAT "a float: a float input keeps its dtype, integers give float64"
 #define EVPY_RULE_INTLIKE "the promoted dtype, bool computed as the smallest integer"
 #define EVPY_RULE_COMPARE "bool, comparing in the promoted dtype"
-#define EVPY_RULE_LOGICAL "bool, each input taken as x != 0"
+#define EVPY_RULE_LOGICAL "bool, each input taken as x != 0 (NaN counts)"
 #define EVPY_RULE_BITWISE "the (promoted) input dtype; bool and integers only"
 #define EVPY_RULE_SHIFT "the promoted integer dtype; bool and integers only"
 #define EVPY_RULE_SAME "the input's dtype (any dtype)"
