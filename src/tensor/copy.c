@@ -184,8 +184,13 @@ int ev_from_host(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *sha
             ev_tensor_unref(t);
             return ev__set_message(EV_EINVAL, "from_host: src is NULL");
         }
-        /* The storage is new: no instruction can touch it yet, so the host
-         * may write it directly. */
+        /* No instruction uses the new storage, but its block may be one
+         * that stream-ordered reuse handed over while the instructions of
+         * its last tensor are still queued on this stream: the new object
+         * is ordered after them, so wait for them before the host writes.
+         * (A failure of theirs is not this tensor's: it is reported where
+         * their results are read.) */
+        ev_wait_obj(ex->vm, t->storage->obj, NULL);
         memcpy(ev__tensor_ptr(t), src, (size_t)t->numel * ev__dsize(dtype));
     }
     *out = t;
