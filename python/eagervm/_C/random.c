@@ -108,12 +108,12 @@ static PyObject *generator_set_state(PyObject *op, PyObject *state)
 
 static PyMethodDef generator_methods[] = {
     {"manual_seed", generator_manual_seed, METH_O,
-     "manual_seed(seed)\n--\n\nSets the seed (and resets the offset); returns self."},
+     "manual_seed($self, seed)\n--\n\nSets the seed (and resets the offset); returns self."},
     {"initial_seed", generator_initial_seed, METH_NOARGS, "The seed last set."},
     {"get_state", generator_get_state, METH_NOARGS,
-     "get_state()\n--\n\nThe state as a (seed, offset) tuple."},
+     "get_state($self)\n--\n\nThe state as a (seed, offset) tuple."},
     {"set_state", generator_set_state, METH_O,
-     "set_state(state)\n--\n\nRestores a state from get_state(): the calls that follow "
+     "set_state($self, state)\n--\n\nRestores a state from get_state(): the calls that follow "
      "replay the values issued after it was read."},
     {NULL},
 };

@@ -1071,17 +1071,17 @@ static PyGetSetDef tensor_getset[] = {
 
 static PyMethodDef tensor_own_methods[] = {
     {"numpy", tensor_numpy, METH_NOARGS,
-     "numpy()\n--\n\nA sync point: a NumPy array holding a copy of the values."},
+     "numpy($self)\n--\n\nA sync point: a NumPy array holding a copy of the values."},
     {"tolist", tensor_tolist, METH_NOARGS,
-     "tolist()\n--\n\nA sync point: the values as nested lists of Python scalars."},
+     "tolist($self)\n--\n\nA sync point: the values as nested lists of Python scalars."},
     {"item", tensor_item, METH_NOARGS,
-     "item()\n--\n\nA sync point: the value of a one-element tensor as a Python scalar."},
+     "item($self)\n--\n\nA sync point: the value of a one-element tensor as a Python scalar."},
     {"__array__", (PyCFunction)(void (*)(void))tensor_array, METH_VARARGS | METH_KEYWORDS,
      NULL},
-    {"numel", tensor_numel, METH_NOARGS, "numel()\n--\n\nThe number of elements."},
-    {"dim", tensor_dim, METH_NOARGS, "dim()\n--\n\nThe number of dimensions."},
+    {"numel", tensor_numel, METH_NOARGS, "numel($self)\n--\n\nThe number of elements."},
+    {"dim", tensor_dim, METH_NOARGS, "dim($self)\n--\n\nThe number of dimensions."},
     {"size", (PyCFunction)(void (*)(void))tensor_size, METH_FASTCALL,
-     "size(dim=None)\n--\n\nThe shape, or the size of one dimension."},
+     "size($self, dim=None)\n--\n\nThe shape, or the size of one dimension."},
     {"is_contiguous", tensor_is_contiguous, METH_NOARGS, NULL},
     {NULL},
 };
