@@ -1,5 +1,5 @@
-/* Internal contracts of the engine (src/core): allocation, messages, and the
- * structures shared by its files. Never installed. */
+/* Internal contracts of the engine (src/core): the structures shared by its
+ * files, and the services the layers above do not use. Never installed. */
 #ifndef EV_CORE_INTERNAL_H
 #define EV_CORE_INTERNAL_H
 
@@ -11,60 +11,32 @@
 
 #include <pthread.h>
 
+#include "core/services.h"
 #include "eagervm/vm.h"
 
-/* ------------------------------------------------------------- assertions */
-
-/* Cheap internal invariants, always on. Never used on user input. */
-#define EV_ASSERT(cond)                                                        \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            ev__assert_fail(#cond, __FILE__, __LINE__);                        \
-        }                                                                      \
-    } while (0)
-
-void ev__assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
-
 #define EV_CACHELINE 64
-
-/* Small per-thread variables read on every op. In a shared library (the
- * Python module is one, loaded with dlopen) the default TLS model calls
- * __tls_get_addr on each access; initial-exec is a plain load. It takes a
- * few bytes of the static TLS surplus glibc keeps for dlopened libraries,
- * so keep it to small variables. */
-#define EV_TLS_FAST _Thread_local __attribute__((tls_model("initial-exec")))
 #define EV_UNUSED(x) ((void)(x))
 
 /* ------------------------------------------------------ memory + messages */
 
-/* Every internal allocation goes through these, so tests can make the Nth
- * allocation fail (ev__fail_alloc_after) and walk each error path. */
-void *ev__malloc(size_t size);
-void *ev__calloc(size_t n, size_t size);
+/* The rest of the allocation gate (services.h has malloc, calloc, free). */
 void *ev__realloc(void *p, size_t size);
-void ev__free(void *p);
 /* Aligned allocation, released with ev__free. */
 void *ev__aligned_malloc(size_t align, size_t size);
 
-/* Per-thread caches of fixed-size structs that come and go with every op
- * (tensors, storages, objects). A struct is usually freed on the submitting
- * thread (see ev__call_deferred) and reused there at once; glibc's own cache
- * holds too few of each size for a burst. Counted by fault injection. */
-enum ev__cache_kind { EV__CACHE_OBJ, EV__CACHE_TENSOR, EV__CACHE_STORAGE, EV__CACHE_COUNT };
-/* size must be the same for every call with one kind. */
-void *ev__cache_alloc(int kind, size_t size);
-void ev__cache_free(int kind, void *p);
+/* ev__cache_free of an object, shaped for ev__call_deferred. */
 void ev__cache_free_obj(void *p);
 
 /* Test hook: the allocation after `n` more successful ones fails (and every
  * one after that, until reset with n < 0). Exported for tests only. */
 EV_API void ev__fail_alloc_after(long n);
 
-/* Work handed from a worker to the next submitting thread: frees of memory
- * the submitting thread allocated (it reuses it from its own cache at once,
- * and no allocator lock is contended). Calls are collected by value in
- * batches, so neither side touches the memory being freed on the way: each
- * touch would be a cache miss on a line the other core wrote last. */
+/* Work handed from a worker to the next submitting thread (see
+ * ev__call_deferred): frees of memory the submitting thread allocated (it
+ * reuses it from its own cache at once, and no allocator lock is
+ * contended). Calls are collected by value in batches, so neither side
+ * touches the memory being freed on the way: each touch would be a cache
+ * miss on a line the other core wrote last. */
 #define EV__DEFER_BATCH 62
 
 typedef struct ev__defer_batch {
@@ -76,21 +48,12 @@ typedef struct ev__defer_batch {
     } calls[EV__DEFER_BATCH];
 } ev__defer_batch;
 
-/* Calls fn(p) now, or, on a worker thread of vm, on the next thread that
- * submits to or waits on vm. */
-void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p);
 /* Runs every deferred call handed over so far. */
 void ev__run_deferred(ev_vm *vm);
 /* Hands the calling worker's partial batch over (before it idles). */
 struct ev_worker;
 void ev__flush_deferred(struct ev_worker *w);
 void ev__free_defer_spares(ev_vm *vm);
-
-/* Records the calling thread's message for ev_last_message(); returns code. */
-int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Monotonic clock in nanoseconds. */
-int64_t ev__now_ns(void);
 
 /* The profiler's clock: raw ticks, cheap to read (the time-stamp counter on
  * x86-64, which Linux itself uses as its clock source where it is invariant;
@@ -107,19 +70,8 @@ static inline int64_t ev__prof_ticks(void)
 
 /* -------------------------------------------------------------- parking */
 
-/* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
-void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
-void ev__wake_all(_Atomic uint32_t *word);
+/* services.h has ev__park and ev__wake_all. */
 void ev__wake_one(_Atomic uint32_t *word);
-
-static inline void ev__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* -------------------------------------------------------- the submit lock */
 

@@ -409,6 +409,11 @@ static bool link_ready(void *last)
 
 EV_TLS_FAST ev_worker *ev__current_worker;
 
+bool ev__on_worker_thread(void)
+{
+    return ev__current_worker != NULL;
+}
+
 static void *worker_main(void *p)
 {
     ev_worker *w = p;
