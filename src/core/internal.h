@@ -3,6 +3,13 @@
 #ifndef EV_CORE_INTERNAL_H
 #define EV_CORE_INTERNAL_H
 
+/* The engine's own files define EV_ENGINE_INTERNALS first; the layers above
+ * include core/services.h, so the engine's internals can change without
+ * them compiling against these structures. */
+#ifndef EV_ENGINE_INTERNALS
+#error "core/internal.h is for src/core only: include core/services.h"
+#endif
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 enum { CHUNK_RECORDS = 4096 };

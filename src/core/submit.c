@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };

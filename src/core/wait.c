@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 /* Waits for d, printing a stall report each time stall_timeout_ms passes.

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 /* How long a thread polls before it parks. Waking a parked thread costs
