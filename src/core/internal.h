@@ -175,7 +175,6 @@ enum {
     EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */
     EV_INSTR_PROFILE = 1u << 1,
     EV_INSTR_RELEASE = 1u << 2,    /* frees operands[0].obj after running */
-    EV_INSTR_BARRIER = 1u << 3,
 };
 
 /* Readers of one object since its last write, by worker: the highest seq is
@@ -249,7 +248,6 @@ typedef struct ev_worker {
     ev_instr stub;                  /* queue sentinel */
     struct ev_vm *vm;
     uint32_t uid;
-    bool started;
     _Atomic bool stop;
     pthread_t thread;
 } ev_worker;
@@ -305,7 +303,6 @@ extern EV_TLS_FAST ev_worker *ev__current_worker;
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
 void ev__worker_stop(ev_worker *w);
 void ev__worker_push(ev_worker *w, ev_instr *ins);
-void ev__instr_finish_slow(ev_vm *vm, ev_worker *w);
 /* Frees an object's memory and drops its poison. */
 void ev__obj_free(ev_vm *vm, ev_obj *obj);
 bool ev__dep_done(ev_vm *vm, ev_dep d);

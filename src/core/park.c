@@ -1,5 +1,4 @@
 /* Parking and waking threads on a 32-bit word (Linux futex). */
-#include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>

@@ -1,7 +1,6 @@
 /* Submission: dependency analysis on the issuing thread, instruction
  * allocation from slabs, barriers and object release. All of it runs under
  * vm->submit_lock; workers never take that lock. */
-#include <stdio.h>
 #include <string.h>
 
 #define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
@@ -693,7 +692,7 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
         ev__lock_release(&vm->submit_lock);
         return ev__set_message(rc, "ev_submit_barrier: out of memory");
     }
-    ins->flags |= EV_INSTR_BARRIER | EV_INSTR_ALWAYS_RUN;
+    ins->flags |= EV_INSTR_ALWAYS_RUN;
     instr_push(vm, w, ins, ticket_out);
     vm->barrier = (ev_dep){stream.thread_uid, ins->seq};
     ev__lock_release(&vm->submit_lock);

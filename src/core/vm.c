@@ -1,7 +1,6 @@
 /* Runtime lifecycle, configuration from the environment, the thread uid
  * pool, and statistics. */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

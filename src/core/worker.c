@@ -532,7 +532,6 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
         return ev__set_message(EV_ETHREAD, "cannot start the worker of thread uid %u: %s", uid,
                                strerror(rc));
     }
-    w->started = true;
     *out = w;
     return 0;
 }
