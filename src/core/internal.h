@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 
+#include "core/queue.h"
 #include "core/services.h"
 #include "eagervm/vm.h"
 
@@ -150,7 +151,7 @@ typedef struct ev_dep {
 typedef struct ev_instr ev_instr;
 struct ev_instr {
     /* line 0 */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) next; /* worker queue link (MPSC) */
+    _Alignas(EV_CACHELINE) ev__mpsc_link queue_link; /* on its worker's queue */
     ev_instr *free_next;        /* free-list link */
     ev_kernel_fn kernel;
     void *arg;                  /* points at inline_arg or an owned heap copy */
@@ -207,7 +208,7 @@ typedef struct ev_worker {
     _Atomic uint64_t wake_at;       /* smallest seq a parked waiter waits for */
     _Atomic int cpu;                /* where the worker last ran an instruction */
 
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
+    _Alignas(EV_CACHELINE) ev__mpsc_head head; /* the queue's consumer end */
     ev_instr *returned_local;        /* finished instrs, batched before publishing */
     ev_instr *returned_last;         /* its last node */
     int64_t moved_ns;                /* when the worker last moved off a shared CPU */
@@ -233,7 +234,7 @@ typedef struct ev_worker {
     ev_error *oom_error;
 
     /* Producer side: guarded by vm->submit_lock. */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;
+    _Alignas(EV_CACHELINE) ev__mpsc_tail tail; /* the queue's producer end */
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
     ev_obj *released_head, *released_tail; /* objects waiting on this worker */
@@ -245,7 +246,7 @@ typedef struct ev_worker {
      * writes it while the submitter writes the tail. */
     _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
 
-    ev_instr stub;                  /* queue sentinel */
+    ev__mpsc_link stub;             /* the queue's first head */
     struct ev_vm *vm;
     uint32_t uid;
     _Atomic bool stop;

@@ -91,46 +91,29 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_
 
 /* ---------------------------------------------------------------- queue */
 
-/* Vyukov's intrusive MPSC queue: `tail` is the producers' end, `head` the
- * consumer's. The head is always a node already taken (the stub at first,
- * then the last instruction popped), so the consumer never pushes: when the
- * queue runs empty, as it does after every op of a program the worker keeps
- * up with, the producers' tail line stays on the producers' core. */
-static void queue_push(ev_worker *w, ev_instr *ins)
-{
-    atomic_store_explicit(&ins->next, NULL, memory_order_relaxed);
-    /* seq_cst: orders the exchange before the producer's later load of
-     * w->sleeping, against the consumer's store of sleeping and load of tail. */
-    ev_instr *prev = atomic_exchange_explicit(&w->tail, ins, memory_order_seq_cst);
-    /* release: the consumer that follows the link sees the filled-in node. */
-    atomic_store_explicit(&prev->next, ins, memory_order_release);
-}
+/* Each worker's instructions wait on an ev__mpsc queue (queue.h): the
+ * submitters push under submit_lock, the worker pops. When it runs empty, as
+ * it does after every op of a program the worker keeps up with, the
+ * producers' tail line stays on the producers' core. */
+#define INSTR_OF(l) EV_CONTAINER_OF(l, ev_instr, queue_link)
 
 /* The next instruction, or NULL. It stays in the queue as its head until
  * the one after it is popped; then *retired receives it (NULL for the
  * stub), no longer referenced by the queue. */
 static ev_instr *queue_pop(ev_worker *w, ev_instr **retired)
 {
-    ev_instr *head = atomic_load_explicit(&w->head, memory_order_relaxed);
-    ev_instr *next = atomic_load_explicit(&head->next, memory_order_acquire);
+    ev__mpsc_link *old;
+    ev__mpsc_link *next = ev__mpsc_pop(&w->head, &w->stub, &old);
     if (!next) {
         return NULL;
     }
-    atomic_store_explicit(&w->head, next, memory_order_relaxed);
-    *retired = head == &w->stub ? NULL : head;
-    return next;
-}
-
-static bool queue_maybe_nonempty(ev_worker *w)
-{
-    ev_instr *head = atomic_load_explicit(&w->head, memory_order_relaxed);
-    return atomic_load_explicit(&w->tail, memory_order_seq_cst) != head ||
-           atomic_load_explicit(&head->next, memory_order_acquire) != NULL;
+    *retired = old ? INSTR_OF(old) : NULL;
+    return INSTR_OF(next);
 }
 
 void ev__worker_push(ev_worker *w, ev_instr *ins)
 {
-    queue_push(w, ins);
+    ev__mpsc_push(&w->tail, &ins->queue_link);
     /* Wake only a parked worker: an exchange costs far less than a futex call. */
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) &&
         atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst)) {
@@ -403,9 +386,10 @@ static void flush_returned(ev_worker *w)
     w->returned_count = 0;
 }
 
+/* Whether a node is linked after the queue node `last`. */
 static bool link_ready(void *last)
 {
-    return atomic_load_explicit(&((ev_instr *)last)->next, memory_order_acquire) != NULL;
+    return ev__mpsc_next(last) != NULL;
 }
 
 EV_TLS_FAST ev_worker *ev__current_worker;
@@ -431,8 +415,9 @@ static void *worker_main(void *p)
             /* The queue is usually deep: ask for the next instruction's
              * lines (written by a submitter on another core) while this one
              * runs. */
-            ev_instr *after = atomic_load_explicit(&ins->next, memory_order_relaxed);
-            if (after) {
+            ev__mpsc_link *after_link = ev__mpsc_next_hint(&ins->queue_link);
+            if (after_link) {
+                ev_instr *after = INSTR_OF(after_link);
                 __builtin_prefetch(after);
                 __builtin_prefetch((char *)after + EV_CACHELINE);
                 __builtin_prefetch(after->inline_deps);
@@ -446,7 +431,7 @@ static void *worker_main(void *p)
             run_instr(vm, w, ins);
             /* Frees go over in batches, and all of them before the worker
              * may idle: a waiter woken by this instruction then finds them. */
-            if (w->defer_fill && !link_ready(ins)) {
+            if (w->defer_fill && !link_ready(&ins->queue_link)) {
                 ev__flush_deferred(w);
             }
             publish_done(w, ins->seq);
@@ -471,18 +456,18 @@ static void *worker_main(void *p)
         atomic_store_explicit(&w->running_name, NULL, memory_order_relaxed);
         /* Poll the link the producer writes next, not its tail pointer,
          * so that spinning does not pull the producer's line away. */
-        if (spin_until(link_ready, atomic_load_explicit(&w->head, memory_order_relaxed),
-                       SPIN_BUSY_NS, SPIN_IDLE_NS, NULL) ||
-            queue_maybe_nonempty(w)) {
+        if (spin_until(link_ready, ev__mpsc_head_node(&w->head), SPIN_BUSY_NS, SPIN_IDLE_NS,
+                       NULL) ||
+            ev__mpsc_maybe_nonempty(&w->head, &w->tail)) {
             continue;
         }
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) {
             break;
         }
-        /* seq_cst pairs with queue_push's exchange: either the producer sees
-         * sleeping == 1 and wakes us, or we see its node below. */
+        /* seq_cst pairs with ev__mpsc_push's exchange: either the producer
+         * sees sleeping == 1 and wakes us, or we see its node below. */
         atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
-        if (queue_maybe_nonempty(w) || atomic_load_explicit(&w->stop, memory_order_acquire)) {
+        if (ev__mpsc_maybe_nonempty(&w->head, &w->tail) || atomic_load_explicit(&w->stop, memory_order_acquire)) {
             atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
             continue;
         }
@@ -515,11 +500,9 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     }
     w->vm = vm;
     w->uid = uid;
-    atomic_init(&w->head, &w->stub);
+    ev__mpsc_init(&w->head, &w->tail, &w->stub);
     atomic_init(&w->cpu, -1);
     atomic_init(&w->wake_at, UINT64_MAX);
-    atomic_init(&w->tail, &w->stub);
-    atomic_init(&w->stub.next, NULL);
     pthread_mutex_init(&w->prof_lock, NULL);
     pthread_mutex_init(&w->recent_lock, NULL);
     int rc = pthread_create(&w->thread, NULL, worker_main, w);
