@@ -152,7 +152,7 @@ typedef struct ev_instr ev_instr;
 struct ev_instr {
     /* line 0 */
     _Alignas(EV_CACHELINE) ev__mpsc_link queue_link; /* on its worker's queue */
-    ev_instr *free_next;        /* free-list link */
+    ev__link free_link;         /* on vm->free_instrs or a worker's returned lists */
     ev_kernel_fn kernel;
     void *arg;                  /* points at inline_arg or an owned heap copy */
     void (*arg_drop)(void *arg);
@@ -209,8 +209,7 @@ typedef struct ev_worker {
     _Atomic int cpu;                /* where the worker last ran an instruction */
 
     _Alignas(EV_CACHELINE) ev__mpsc_head head; /* the queue's consumer end */
-    ev_instr *returned_local;        /* finished instrs, batched before publishing */
-    ev_instr *returned_last;         /* its last node */
+    ev__fifo returned_local;         /* finished instrs, batched before publishing */
     int64_t moved_ns;                /* when the worker last moved off a shared CPU */
     uint32_t returned_count;
     ev__defer_batch *defer_fill;     /* owned; deferred calls being collected */
@@ -242,9 +241,9 @@ typedef struct ev_worker {
      * `completed`): lets a release tell its object's accesses are over
      * without reading `completed`, a line the worker keeps writing. */
     _Atomic uint64_t completed_hint;
-    /* Treiber stack the submitter drains; its own line, as the worker
-     * writes it while the submitter writes the tail. */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
+    /* Finished instructions for the submitter to take back; its own line,
+     * as the worker writes it while the submitter writes the tail. */
+    _Alignas(EV_CACHELINE) ev__atomic_lifo returned;
 
     ev__mpsc_link stub;             /* the queue's first head */
     struct ev_vm *vm;
@@ -264,7 +263,7 @@ struct ev_vm {
      * switched on; with a second pair at take time they convert ticks. */
     int64_t prof_base_ticks, prof_base_ns;
 
-    ev_instr *free_instrs;        /* guarded by submit_lock */
+    ev__lifo free_instrs;         /* of ev_instr.free_link; guarded by submit_lock */
     uint32_t drain_next;          /* worker whose returns to take next; submit_lock */
     void **slabs;                 /* owned instruction slabs */
     size_t n_slabs;

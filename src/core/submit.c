@@ -108,47 +108,45 @@ static int grow_slabs(ev_vm *vm)
     }
     vm->slabs[vm->n_slabs++] = block;
     for (int i = 0; i < SLAB_INSTRS; i++) {
-        block[i].free_next = vm->free_instrs;
-        vm->free_instrs = &block[i];
+        ev__lifo_push(&vm->free_instrs, &block[i].free_link);
     }
     return 0;
 }
 
+#define FREE_INSTR_OF(l) EV_CONTAINER_OF(l, ev_instr, free_link)
+
 static ev_instr *instr_alloc(ev_vm *vm)
 {
-    if (!vm->free_instrs) {
+    if (ev__lifo_empty(&vm->free_instrs)) {
         /* Take back one worker's finished instructions, whole: walking the
          * list here would miss the cache once per node, as the worker wrote
          * them last. Start where the last drain stopped, to spread reuse. */
-        for (uint32_t k = 0; k <= vm->limit && !vm->free_instrs; k++) {
+        for (uint32_t k = 0; k <= vm->limit && ev__lifo_empty(&vm->free_instrs); k++) {
             uint32_t u = (vm->drain_next + k) % (vm->limit + 1);
             ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
             if (w) {
-                /* acquire: pairs with the worker's release when it pushed. */
-                vm->free_instrs = atomic_exchange_explicit(&w->returned, NULL,
-                                                           memory_order_acquire);
+                vm->free_instrs = ev__atomic_lifo_take_all(&w->returned);
                 vm->drain_next = u + 1;
             }
         }
-        if (!vm->free_instrs && grow_slabs(vm) != 0) {
+        if (ev__lifo_empty(&vm->free_instrs) && grow_slabs(vm) != 0) {
             return NULL;
         }
     }
-    ev_instr *ins = vm->free_instrs;
-    vm->free_instrs = ins->free_next;
-    if (vm->free_instrs) {
+    ev_instr *ins = FREE_INSTR_OF(ev__lifo_pop(&vm->free_instrs));
+    ev__link *next = ev__lifo_peek(&vm->free_instrs);
+    if (next) {
         /* The next instruction's lines were last written by a worker: ask
          * for them now, for writing, so the next submit finds them here. */
-        __builtin_prefetch(vm->free_instrs, 1);
-        __builtin_prefetch((char *)vm->free_instrs + EV_CACHELINE, 1);
+        __builtin_prefetch(FREE_INSTR_OF(next), 1);
+        __builtin_prefetch((char *)FREE_INSTR_OF(next) + EV_CACHELINE, 1);
     }
     return ins;
 }
 
 static void instr_unalloc(ev_vm *vm, ev_instr *ins)
 {
-    ins->free_next = vm->free_instrs;
-    vm->free_instrs = ins;
+    ev__lifo_push(&vm->free_instrs, &ins->free_link);
 }
 
 /* --------------------------------------------------------- dependencies */

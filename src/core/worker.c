@@ -372,17 +372,10 @@ static void publish_done(ev_worker *w, uint64_t seq)
 /* Hands finished instructions back to the submitters' free list in batches. */
 static void flush_returned(ev_worker *w)
 {
-    if (!w->returned_local) {
+    if (ev__fifo_empty(&w->returned_local)) {
         return;
     }
-    ev_instr *first = w->returned_local, *last = w->returned_last;
-    ev_instr *top = atomic_load_explicit(&w->returned, memory_order_relaxed);
-    do {
-        last->free_next = top;
-        /* release: the submitter that takes the list sees the links. */
-    } while (!atomic_compare_exchange_weak_explicit(&w->returned, &top, first,
-                                                    memory_order_release, memory_order_relaxed));
-    w->returned_local = NULL;
+    ev__atomic_lifo_push_all(&w->returned, &w->returned_local);
     w->returned_count = 0;
 }
 
@@ -439,13 +432,9 @@ static void *worker_main(void *p)
              * line its submitter wrote, and publish_done's exchange would
              * wait for that write while another thread waits for us. */
             if (retired) {
-                /* Kept with its last node: walking 64 nodes to find it
-                 * took a few % of an instruction's time. */
-                if (!w->returned_local) {
-                    w->returned_last = retired;
-                }
-                retired->free_next = w->returned_local;
-                w->returned_local = retired;
+                /* A list that knows its last node: walking 64 nodes to
+                 * find it took a few % of an instruction's time. */
+                ev__fifo_push_front(&w->returned_local, &retired->free_link);
                 if (++w->returned_count >= 64) {
                     flush_returned(w);
                 }
