@@ -48,7 +48,7 @@ EV_API void ev__fail_alloc_after(long n);
 #define EV__DEFER_BATCH 62
 
 typedef struct ev__defer_batch {
-    struct ev__defer_batch *next; /* in vm->deferred, or a worker's spares */
+    ev__link link;                /* on vm->deferred or vm->defer_spares */
     uint32_t n;
     struct {
         void (*fn)(void *p);
@@ -278,13 +278,13 @@ struct ev_vm {
 
     /* Read by every worker for every instruction, written rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_poisoned; /* 0 skips input checks */
-    /* Treiber stack of calls for a submitter; its own line, as workers push
-     * to it while the submitter takes it. */
-    _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) deferred;
+    /* Batches of calls for a submitter; its own line, as workers push to it
+     * while the submitter takes it. */
+    _Alignas(EV_CACHELINE) ev__atomic_lifo deferred;
     /* Emptied batches for the workers to reuse: taken and given back once
      * per batch, so a plain lock is cheap enough. */
     pthread_mutex_t spares_lock;
-    ev__defer_batch *defer_spares; /* owned; guarded by spares_lock */
+    ev__lifo defer_spares;        /* owned batches; guarded by spares_lock */
 
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure, n_cpu_moves;

@@ -10,20 +10,12 @@ enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
 
 /* ------------------------------------------------------ deferred calls */
 
-static void push_batch(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *b)
-{
-    ev__defer_batch *top = atomic_load_explicit(stack, memory_order_relaxed);
-    do {
-        b->next = top;
-        /* release: whoever takes the stack sees the batch's contents. */
-    } while (!atomic_compare_exchange_weak_explicit(stack, &top, b, memory_order_release,
-                                                    memory_order_relaxed));
-}
+#define BATCH_OF(l) EV_CONTAINER_OF(l, ev__defer_batch, link)
 
 void ev__flush_deferred(ev_worker *w)
 {
     if (w->defer_fill && w->defer_fill->n) {
-        push_batch(&w->vm->deferred, w->defer_fill);
+        ev__atomic_lifo_push(&w->vm->deferred, &w->defer_fill->link);
         w->defer_fill = NULL;
     }
 }
@@ -38,11 +30,9 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
     ev__defer_batch *b = self->defer_fill;
     if (!b) {
         pthread_mutex_lock(&vm->spares_lock);
-        b = vm->defer_spares;
-        if (b) {
-            vm->defer_spares = b->next;
-        }
+        ev__link *spare = ev__lifo_pop(&vm->defer_spares);
         pthread_mutex_unlock(&vm->spares_lock);
+        b = spare ? BATCH_OF(spare) : NULL;
         if (!b) {
             b = ev__malloc(sizeof *b);
             if (!b) {
@@ -62,34 +52,29 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
 
 void ev__run_deferred(ev_vm *vm)
 {
-    if (!atomic_load_explicit(&vm->deferred, memory_order_relaxed)) {
+    if (!ev__atomic_lifo_maybe_nonempty(&vm->deferred)) {
         return;
     }
-    /* acquire: pairs with push_batch's release. */
-    ev__defer_batch *b = atomic_exchange_explicit(&vm->deferred, NULL, memory_order_acquire);
-    while (b) {
-        ev__defer_batch *next = b->next;
+    ev__lifo taken = ev__atomic_lifo_take_all(&vm->deferred);
+    ev__link *l;
+    while ((l = ev__lifo_pop(&taken))) {
+        ev__defer_batch *b = BATCH_OF(l);
         for (uint32_t i = 0; i < b->n; i++) {
             b->calls[i].fn(b->calls[i].p);
         }
         b->n = 0;
         pthread_mutex_lock(&vm->spares_lock);
-        b->next = vm->defer_spares;
-        vm->defer_spares = b;
+        ev__lifo_push(&vm->defer_spares, &b->link);
         pthread_mutex_unlock(&vm->spares_lock);
-        b = next;
     }
 }
 
 /* Frees the spare batches (ev_vm_destroy, after the workers stopped). */
 void ev__free_defer_spares(ev_vm *vm)
 {
-    ev__defer_batch *b = vm->defer_spares;
-    vm->defer_spares = NULL;
-    while (b) {
-        ev__defer_batch *next = b->next;
-        ev__free(b);
-        b = next;
+    ev__link *l;
+    while ((l = ev__lifo_pop(&vm->defer_spares))) {
+        ev__free(BATCH_OF(l));
     }
 }
 
