@@ -194,7 +194,7 @@ struct ev_obj {
     void *free_data;
     /* Released while its unfinished accesses all run on one worker: on that
      * worker's released list until they finish (guarded by submit_lock). */
-    struct ev_obj *released_next;
+    ev__link released_link;
     uint64_t released_seq;         /* the last of those accesses */
 };
 
@@ -236,7 +236,7 @@ typedef struct ev_worker {
     _Alignas(EV_CACHELINE) ev__mpsc_tail tail; /* the queue's producer end */
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
-    ev_obj *released_head, *released_tail; /* objects waiting on this worker */
+    ev__fifo released;              /* objects waiting on this worker, in release order */
     /* A completed seq some submitting or waiting thread has seen (at most
      * `completed`): lets a release tell its object's accesses are over
      * without reading `completed`, a line the worker keeps writing. */

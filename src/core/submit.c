@@ -488,17 +488,19 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
  * count, a line the worker writes, so do it for many objects at once. */
 enum { REAP_BATCH = 32 };
 
+#define RELEASED_OF(l) EV_CONTAINER_OF(l, ev_obj, released_link)
+
 static void free_released(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data);
 
 /* Unlinks every released object whose last access has finished and returns
  * them as a list. Caller holds submit_lock. */
-static ev_obj *take_done_released(ev_vm *vm)
+static ev__lifo take_done_released(ev_vm *vm)
 {
-    ev_obj *done_list = NULL;
+    ev__lifo done_list = {NULL};
     uint32_t n = 0;
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
-        if (!w || !w->released_head) {
+        if (!w || ev__fifo_empty(&w->released)) {
             continue;
         }
         /* acquire: the accesses' effects happen before the frees. */
@@ -506,15 +508,11 @@ static ev_obj *take_done_released(ev_vm *vm)
         ev__note_completed(w, completed);
         /* In release order, which is seq order but for releases racing on
          * several threads: one out of order only waits for the one before. */
-        while (w->released_head && w->released_head->released_seq <= completed) {
-            ev_obj *obj = w->released_head;
-            w->released_head = obj->released_next;
-            obj->released_next = done_list;
-            done_list = obj;
+        ev__link *l;
+        while ((l = ev__fifo_peek(&w->released)) && RELEASED_OF(l)->released_seq <= completed) {
+            ev__fifo_pop(&w->released);
+            ev__lifo_push(&done_list, l);
             n++;
-        }
-        if (!w->released_head) {
-            w->released_tail = NULL;
         }
     }
     if (n) {
@@ -527,12 +525,12 @@ static ev_obj *take_done_released(ev_vm *vm)
 
 /* Runs the callbacks of objects from take_done_released, without the lock
  * (a callback may free memory, take the allocator's lock...). */
-static void free_done_released(ev_vm *vm, ev_obj *list)
+static void free_done_released(ev_vm *vm, ev__lifo *list)
 {
-    while (list) {
-        ev_obj *next = list->released_next;
-        free_released(vm, list, list->free_fn, list->free_data);
-        list = next;
+    ev__link *l;
+    while ((l = ev__lifo_pop(list))) {
+        ev_obj *obj = RELEASED_OF(l);
+        free_released(vm, obj, obj->free_fn, obj->free_data);
     }
 }
 
@@ -542,17 +540,17 @@ void ev__reap_released(ev_vm *vm)
         return;
     }
     ev__lock_acquire(&vm->submit_lock);
-    ev_obj *done_list = take_done_released(vm);
+    ev__lifo done_list = take_done_released(vm);
     ev__lock_release(&vm->submit_lock);
-    free_done_released(vm, done_list);
+    free_done_released(vm, &done_list);
 }
 
 /* Takes the done released objects if enough have gathered. Caller holds
  * submit_lock and passes the list to free_done_released after unlocking. */
-static ev_obj *take_done_released_batch(ev_vm *vm)
+static ev__lifo take_done_released_batch(ev_vm *vm)
 {
     if (atomic_load_explicit(&vm->n_released, memory_order_relaxed) < REAP_BATCH) {
-        return NULL;
+        return (ev__lifo){NULL};
     }
     return take_done_released(vm);
 }
@@ -617,9 +615,9 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
         }
     }
     instr_push(vm, w, ins, ticket_out);
-    ev_obj *done_list = take_done_released_batch(vm);
+    ev__lifo done_list = take_done_released_batch(vm);
     ev__lock_release(&vm->submit_lock);
-    free_done_released(vm, done_list);
+    free_done_released(vm, &done_list);
     return 0;
 }
 
@@ -701,7 +699,7 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     atomic_init(&obj->poison, NULL);
     obj->free_fn = NULL;
     obj->free_data = NULL;
-    obj->released_next = NULL;
+    obj->released_link.next = NULL;
     obj->released_seq = 0;
     *out = obj;
     return 0;
@@ -863,19 +861,13 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         obj->free_fn = free_fn;
         obj->free_data = data;
         obj->released_seq = last_seq;
-        obj->released_next = NULL;
-        if (w->released_tail) {
-            w->released_tail->released_next = obj;
-        } else {
-            w->released_head = obj;
-        }
-        w->released_tail = obj;
+        ev__fifo_push(&w->released, &obj->released_link);
         atomic_store_explicit(&vm->n_released,
                               atomic_load_explicit(&vm->n_released, memory_order_relaxed) + 1,
                               memory_order_relaxed);
-        ev_obj *done_list = take_done_released_batch(vm);
+        ev__lifo done_list = take_done_released_batch(vm);
         ev__lock_release(&vm->submit_lock);
-        free_done_released(vm, done_list);
+        free_done_released(vm, &done_list);
         return 0;
     }
     /* The release runs on the worker of an unfinished accessor and waits for
