@@ -125,7 +125,7 @@ struct ev_error {
     const ev_site *site;    /* borrowed (see ev_site) */
     uint32_t thread_uid;
     uint64_t seq;
-    struct ev_error *next_unreported; /* runtime's list; guarded by vm->err_lock */
+    ev__link unreported_link; /* on vm->unreported; guarded by vm->err_lock */
     bool listed;            /* on that list; guarded by vm->err_lock */
     char message[];         /* owned, inline */
 };
@@ -274,7 +274,7 @@ struct ev_vm {
     unsigned char *uid_taken;     /* [limit+1] */
 
     pthread_mutex_t err_lock;
-    ev_error *unreported_head, *unreported_tail;
+    ev__fifo unreported;          /* ev_error references owned; guarded by err_lock */
 
     /* Read by every worker for every instruction, written rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_poisoned; /* 0 skips input checks */

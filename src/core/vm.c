@@ -186,11 +186,9 @@ void ev_vm_destroy(ev_vm *vm)
         ev__free(vm->slabs[i]);
     }
     ev__free(vm->slabs);
-    ev_error *e = vm->unreported_head;
-    while (e) {
-        ev_error *next = e->next_unreported;
-        ev_error_unref(e);
-        e = next;
+    ev__link *l;
+    while ((l = ev__fifo_pop(&vm->unreported))) {
+        ev_error_unref(EV_CONTAINER_OF(l, ev_error, unreported_link));
     }
     pthread_mutex_destroy(&vm->pool_lock);
     pthread_mutex_destroy(&vm->err_lock);
