@@ -198,8 +198,6 @@ struct ev_obj {
     uint64_t released_seq;         /* the last of those accesses */
 };
 
-typedef struct ev_prof_chunk ev_prof_chunk;
-
 typedef struct ev_worker {
     /* Consumer side: touched by the worker thread. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t completed; /* highest finished seq */
@@ -219,7 +217,7 @@ typedef struct ev_worker {
     _Atomic uint64_t running_seq;
     _Atomic uint32_t waiting_uid;
     _Atomic uint64_t waiting_seq;   /* 0 = not waiting on a dependency */
-    ev_prof_chunk *prof;            /* owned; records of finished instructions */
+    ev__lifo prof;                  /* owned chunks of records (profile.c) */
     pthread_mutex_t prof_lock;      /* guards prof against ev_vm_profile_take */
     struct {
         uint64_t seq;               /* the failed or skipped instruction */
@@ -294,7 +292,7 @@ struct ev_vm {
     /* Objects on the workers' released lists; written under submit_lock,
      * read without it by waits that reap them. */
     _Atomic uint32_t n_released;
-    struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */
+    ev__link live_link;           /* on the process-wide list of runtimes (vm.c) */
 };
 
 /* worker.c */
