@@ -147,12 +147,13 @@ static inline void ev__atomic_lifo_init(ev__atomic_lifo *s)
  * kept) and leaves chain empty. chain must not be empty. */
 static inline void ev__atomic_lifo_push_all(ev__atomic_lifo *s, ev__fifo *chain)
 {
+    ev__link *first = chain->head, *last = chain->tail;
     ev__link *top = atomic_load_explicit(&s->top, memory_order_relaxed);
     do {
-        chain->tail->next = top;
+        last->next = top;
         /* release: the taker sees the links and the nodes' contents. */
-    } while (!atomic_compare_exchange_weak_explicit(&s->top, &top, chain->head,
-                                                    memory_order_release, memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&s->top, &top, first, memory_order_release,
+                                                    memory_order_relaxed));
     chain->head = chain->tail = NULL;
 }
 
