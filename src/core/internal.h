@@ -243,7 +243,9 @@ typedef struct ev_worker {
      * as the worker writes it while the submitter writes the tail. */
     _Alignas(EV_CACHELINE) ev__atomic_lifo returned;
 
-    ev__mpsc_link stub;             /* the queue's first head */
+    /* Read-mostly fields, on a line of their own so that `returned` keeps
+     * its line (as when the stub was a whole, aligned instruction). */
+    _Alignas(EV_CACHELINE) ev__mpsc_link stub; /* the queue's first head */
     struct ev_vm *vm;
     uint32_t uid;
     _Atomic bool stop;
