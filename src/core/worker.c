@@ -143,7 +143,11 @@ static bool dep_ready(void *p)
     return atomic_load_explicit(&probe->w->completed, memory_order_acquire) >= probe->seq;
 }
 
-bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
+/* On a cache line of its own start: a chain that crosses threads spends its
+ * time in this poll loop, and its speed moved by 10-20% with where earlier
+ * code happened to leave it (the same source, built with every function
+ * and loop aligned to 64 bytes, showed no difference). */
+__attribute__((aligned(64))) bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t timeout_ns)
 {
     ev_worker *w = atomic_load_explicit(&vm->workers[d.uid], memory_order_acquire);
     struct dep_probe probe = {w, d.seq};
