@@ -3,6 +3,7 @@
  * CPU gets out of the peer's way. */
 #include <sched.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 bool ev__move_off_cpu(void)

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 /* ---------------------------------------------------------------- codes */
@@ -222,7 +223,7 @@ ev_error *ev__error_new(int code, const char *message, const char *name, const e
     err->site = site;
     err->thread_uid = uid;
     err->seq = seq;
-    err->next_unreported = NULL;
+    err->unreported_link.next = NULL;
     err->listed = false;
     memcpy(err->message, message, len + 1);
     return err;
@@ -282,13 +283,7 @@ void ev__vm_add_unreported(ev_vm *vm, ev_error *err)
     }
     ev_error_ref(err);
     err->listed = true;
-    err->next_unreported = NULL;
-    if (vm->unreported_tail) {
-        vm->unreported_tail->next_unreported = err;
-    } else {
-        vm->unreported_head = err;
-    }
-    vm->unreported_tail = err;
+    ev__fifo_push(&vm->unreported, &err->unreported_link);
     pthread_mutex_unlock(&vm->err_lock);
 }
 

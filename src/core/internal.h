@@ -1,7 +1,14 @@
-/* Internal contracts of the engine (src/core): allocation, messages, and the
- * structures shared by its files. Never installed. */
+/* Internal contracts of the engine (src/core): the structures shared by its
+ * files, and the services the layers above do not use. Never installed. */
 #ifndef EV_CORE_INTERNAL_H
 #define EV_CORE_INTERNAL_H
+
+/* The engine's own files define EV_ENGINE_INTERNALS first; the layers above
+ * include core/services.h, so the engine's internals can change without
+ * them compiling against these structures. */
+#ifndef EV_ENGINE_INTERNALS
+#error "core/internal.h is for src/core only: include core/services.h"
+#endif
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -11,64 +18,37 @@
 
 #include <pthread.h>
 
+#include "core/queue.h"
+#include "core/services.h"
 #include "eagervm/vm.h"
 
-/* ------------------------------------------------------------- assertions */
-
-/* Cheap internal invariants, always on. Never used on user input. */
-#define EV_ASSERT(cond)                                                        \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            ev__assert_fail(#cond, __FILE__, __LINE__);                        \
-        }                                                                      \
-    } while (0)
-
-void ev__assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
-
 #define EV_CACHELINE 64
-
-/* Small per-thread variables read on every op. In a shared library (the
- * Python module is one, loaded with dlopen) the default TLS model calls
- * __tls_get_addr on each access; initial-exec is a plain load. It takes a
- * few bytes of the static TLS surplus glibc keeps for dlopened libraries,
- * so keep it to small variables. */
-#define EV_TLS_FAST _Thread_local __attribute__((tls_model("initial-exec")))
 #define EV_UNUSED(x) ((void)(x))
 
 /* ------------------------------------------------------ memory + messages */
 
-/* Every internal allocation goes through these, so tests can make the Nth
- * allocation fail (ev__fail_alloc_after) and walk each error path. */
-void *ev__malloc(size_t size);
-void *ev__calloc(size_t n, size_t size);
+/* The rest of the allocation gate (services.h has malloc, calloc, free). */
 void *ev__realloc(void *p, size_t size);
-void ev__free(void *p);
 /* Aligned allocation, released with ev__free. */
 void *ev__aligned_malloc(size_t align, size_t size);
 
-/* Per-thread caches of fixed-size structs that come and go with every op
- * (tensors, storages, objects). A struct is usually freed on the submitting
- * thread (see ev__call_deferred) and reused there at once; glibc's own cache
- * holds too few of each size for a burst. Counted by fault injection. */
-enum ev__cache_kind { EV__CACHE_OBJ, EV__CACHE_TENSOR, EV__CACHE_STORAGE, EV__CACHE_COUNT };
-/* size must be the same for every call with one kind. */
-void *ev__cache_alloc(int kind, size_t size);
-void ev__cache_free(int kind, void *p);
+/* ev__cache_free of an object, shaped for ev__call_deferred. */
 void ev__cache_free_obj(void *p);
 
 /* Test hook: the allocation after `n` more successful ones fails (and every
  * one after that, until reset with n < 0). Exported for tests only. */
 EV_API void ev__fail_alloc_after(long n);
 
-/* Work handed from a worker to the next submitting thread: frees of memory
- * the submitting thread allocated (it reuses it from its own cache at once,
- * and no allocator lock is contended). Calls are collected by value in
- * batches, so neither side touches the memory being freed on the way: each
- * touch would be a cache miss on a line the other core wrote last. */
+/* Work handed from a worker to the next submitting thread (see
+ * ev__call_deferred): frees of memory the submitting thread allocated (it
+ * reuses it from its own cache at once, and no allocator lock is
+ * contended). Calls are collected by value in batches, so neither side
+ * touches the memory being freed on the way: each touch would be a cache
+ * miss on a line the other core wrote last. */
 #define EV__DEFER_BATCH 62
 
 typedef struct ev__defer_batch {
-    struct ev__defer_batch *next; /* in vm->deferred, or a worker's spares */
+    ev__link link;                /* on vm->deferred or vm->defer_spares */
     uint32_t n;
     struct {
         void (*fn)(void *p);
@@ -76,21 +56,12 @@ typedef struct ev__defer_batch {
     } calls[EV__DEFER_BATCH];
 } ev__defer_batch;
 
-/* Calls fn(p) now, or, on a worker thread of vm, on the next thread that
- * submits to or waits on vm. */
-void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p);
 /* Runs every deferred call handed over so far. */
 void ev__run_deferred(ev_vm *vm);
 /* Hands the calling worker's partial batch over (before it idles). */
 struct ev_worker;
 void ev__flush_deferred(struct ev_worker *w);
 void ev__free_defer_spares(ev_vm *vm);
-
-/* Records the calling thread's message for ev_last_message(); returns code. */
-int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Monotonic clock in nanoseconds. */
-int64_t ev__now_ns(void);
 
 /* The profiler's clock: raw ticks, cheap to read (the time-stamp counter on
  * x86-64, which Linux itself uses as its clock source where it is invariant;
@@ -107,19 +78,8 @@ static inline int64_t ev__prof_ticks(void)
 
 /* -------------------------------------------------------------- parking */
 
-/* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
-void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
-void ev__wake_all(_Atomic uint32_t *word);
+/* services.h has ev__park and ev__wake_all. */
 void ev__wake_one(_Atomic uint32_t *word);
-
-static inline void ev__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* -------------------------------------------------------- the submit lock */
 
@@ -165,7 +125,7 @@ struct ev_error {
     const ev_site *site;    /* borrowed (see ev_site) */
     uint32_t thread_uid;
     uint64_t seq;
-    struct ev_error *next_unreported; /* runtime's list; guarded by vm->err_lock */
+    ev__link unreported_link; /* on vm->unreported; guarded by vm->err_lock */
     bool listed;            /* on that list; guarded by vm->err_lock */
     char message[];         /* owned, inline */
 };
@@ -191,8 +151,8 @@ typedef struct ev_dep {
 typedef struct ev_instr ev_instr;
 struct ev_instr {
     /* line 0 */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) next; /* worker queue link (MPSC) */
-    ev_instr *free_next;        /* free-list link */
+    _Alignas(EV_CACHELINE) ev__mpsc_link queue_link; /* on its worker's queue */
+    ev__link free_link;         /* on vm->free_instrs or a worker's returned lists */
     ev_kernel_fn kernel;
     void *arg;                  /* points at inline_arg or an owned heap copy */
     void (*arg_drop)(void *arg);
@@ -216,7 +176,6 @@ enum {
     EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */
     EV_INSTR_PROFILE = 1u << 1,
     EV_INSTR_RELEASE = 1u << 2,    /* frees operands[0].obj after running */
-    EV_INSTR_BARRIER = 1u << 3,
 };
 
 /* Readers of one object since its last write, by worker: the highest seq is
@@ -235,11 +194,9 @@ struct ev_obj {
     void *free_data;
     /* Released while its unfinished accesses all run on one worker: on that
      * worker's released list until they finish (guarded by submit_lock). */
-    struct ev_obj *released_next;
+    ev__link released_link;
     uint64_t released_seq;         /* the last of those accesses */
 };
-
-typedef struct ev_prof_chunk ev_prof_chunk;
 
 typedef struct ev_worker {
     /* Consumer side: touched by the worker thread. */
@@ -249,9 +206,8 @@ typedef struct ev_worker {
     _Atomic uint64_t wake_at;       /* smallest seq a parked waiter waits for */
     _Atomic int cpu;                /* where the worker last ran an instruction */
 
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) head; /* MPSC queue, consumer end */
-    ev_instr *returned_local;        /* finished instrs, batched before publishing */
-    ev_instr *returned_last;         /* its last node */
+    _Alignas(EV_CACHELINE) ev__mpsc_head head; /* the queue's consumer end */
+    ev__fifo returned_local;         /* finished instrs, batched before publishing */
     int64_t moved_ns;                /* when the worker last moved off a shared CPU */
     uint32_t returned_count;
     ev__defer_batch *defer_fill;     /* owned; deferred calls being collected */
@@ -261,7 +217,7 @@ typedef struct ev_worker {
     _Atomic uint64_t running_seq;
     _Atomic uint32_t waiting_uid;
     _Atomic uint64_t waiting_seq;   /* 0 = not waiting on a dependency */
-    ev_prof_chunk *prof;            /* owned; records of finished instructions */
+    ev__lifo prof;                  /* owned chunks of records (profile.c) */
     pthread_mutex_t prof_lock;      /* guards prof against ev_vm_profile_take */
     struct {
         uint64_t seq;               /* the failed or skipped instruction */
@@ -275,22 +231,23 @@ typedef struct ev_worker {
     ev_error *oom_error;
 
     /* Producer side: guarded by vm->submit_lock. */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) tail;
+    _Alignas(EV_CACHELINE) ev__mpsc_tail tail; /* the queue's producer end */
     _Atomic uint64_t issued;        /* highest seq pushed */
     _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
-    ev_obj *released_head, *released_tail; /* objects waiting on this worker */
+    ev__fifo released;              /* objects waiting on this worker, in release order */
     /* A completed seq some submitting or waiting thread has seen (at most
      * `completed`): lets a release tell its object's accesses are over
      * without reading `completed`, a line the worker keeps writing. */
     _Atomic uint64_t completed_hint;
-    /* Treiber stack the submitter drains; its own line, as the worker
-     * writes it while the submitter writes the tail. */
-    _Alignas(EV_CACHELINE) _Atomic(ev_instr *) returned;
+    /* Finished instructions for the submitter to take back; its own line,
+     * as the worker writes it while the submitter writes the tail. */
+    _Alignas(EV_CACHELINE) ev__atomic_lifo returned;
 
-    ev_instr stub;                  /* queue sentinel */
+    /* Read-mostly fields, on a line of their own so that `returned` keeps
+     * its line (as when the stub was a whole, aligned instruction). */
+    _Alignas(EV_CACHELINE) ev__mpsc_link stub; /* the queue's first head */
     struct ev_vm *vm;
     uint32_t uid;
-    bool started;
     _Atomic bool stop;
     pthread_t thread;
 } ev_worker;
@@ -306,7 +263,7 @@ struct ev_vm {
      * switched on; with a second pair at take time they convert ticks. */
     int64_t prof_base_ticks, prof_base_ns;
 
-    ev_instr *free_instrs;        /* guarded by submit_lock */
+    ev__lifo free_instrs;         /* of ev_instr.free_link; guarded by submit_lock */
     uint32_t drain_next;          /* worker whose returns to take next; submit_lock */
     void **slabs;                 /* owned instruction slabs */
     size_t n_slabs;
@@ -317,17 +274,17 @@ struct ev_vm {
     unsigned char *uid_taken;     /* [limit+1] */
 
     pthread_mutex_t err_lock;
-    ev_error *unreported_head, *unreported_tail;
+    ev__fifo unreported;          /* ev_error references owned; guarded by err_lock */
 
     /* Read by every worker for every instruction, written rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_poisoned; /* 0 skips input checks */
-    /* Treiber stack of calls for a submitter; its own line, as workers push
-     * to it while the submitter takes it. */
-    _Alignas(EV_CACHELINE) _Atomic(ev__defer_batch *) deferred;
+    /* Batches of calls for a submitter; its own line, as workers push to it
+     * while the submitter takes it. */
+    _Alignas(EV_CACHELINE) ev__atomic_lifo deferred;
     /* Emptied batches for the workers to reuse: taken and given back once
      * per batch, so a plain lock is cheap enough. */
     pthread_mutex_t spares_lock;
-    ev__defer_batch *defer_spares; /* owned; guarded by spares_lock */
+    ev__lifo defer_spares;        /* owned batches; guarded by spares_lock */
 
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure, n_cpu_moves;
@@ -337,7 +294,7 @@ struct ev_vm {
     /* Objects on the workers' released lists; written under submit_lock,
      * read without it by waits that reap them. */
     _Atomic uint32_t n_released;
-    struct ev_vm *next_live;      /* process-wide list of runtimes (vm.c) */
+    ev__link live_link;           /* on the process-wide list of runtimes (vm.c) */
 };
 
 /* worker.c */
@@ -346,7 +303,6 @@ extern EV_TLS_FAST ev_worker *ev__current_worker;
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
 void ev__worker_stop(ev_worker *w);
 void ev__worker_push(ev_worker *w, ev_instr *ins);
-void ev__instr_finish_slow(ev_vm *vm, ev_worker *w);
 /* Frees an object's memory and drops its poison. */
 void ev__obj_free(ev_vm *vm, ev_obj *obj);
 bool ev__dep_done(ev_vm *vm, ev_dep d);

@@ -1,10 +1,10 @@
 /* Parking and waking threads on a 32-bit word (Linux futex). */
-#include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)

@@ -3,15 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 enum { CHUNK_RECORDS = 4096 };
 
-struct ev_prof_chunk {
-    ev_prof_chunk *next;  /* owned; older chunks */
+/* Records of finished instructions; a worker's list of them (w->prof,
+ * guarded by w->prof_lock) holds the newest first. */
+typedef struct ev_prof_chunk {
+    ev__link link;
     size_t n;
     ev_prof_record records[CHUNK_RECORDS];
-};
+} ev_prof_chunk;
 
 void ev_vm_profile_enable(ev_vm *vm, int on)
 {
@@ -51,19 +54,21 @@ static void ticks_to_ns(ev_vm *vm, ev_prof_record *r, size_t n)
     }
 }
 
+#define CHUNK_OF(l) EV_CONTAINER_OF(l, ev_prof_chunk, link)
+
 void ev__profile_record(ev_worker *w, const ev_instr *ins, int64_t start, int64_t end, int failed)
 {
     pthread_mutex_lock(&w->prof_lock);
-    ev_prof_chunk *c = w->prof;
+    ev__link *top = ev__lifo_peek(&w->prof);
+    ev_prof_chunk *c = top ? CHUNK_OF(top) : NULL;
     if (!c || c->n == CHUNK_RECORDS) {
         c = ev__malloc(sizeof *c);
         if (!c) {
             pthread_mutex_unlock(&w->prof_lock);
             return; /* a lost record is better than a failed instruction */
         }
-        c->next = w->prof;
         c->n = 0;
-        w->prof = c;
+        ev__lifo_push(&w->prof, &c->link);
     }
     c->records[c->n++] = (ev_prof_record){
         .name = ins->name,
@@ -80,10 +85,9 @@ void ev__profile_record(ev_worker *w, const ev_instr *ins, int64_t start, int64_
 
 void ev__profile_free(ev_worker *w)
 {
-    while (w->prof) {
-        ev_prof_chunk *next = w->prof->next;
-        ev__free(w->prof);
-        w->prof = next;
+    ev__link *l;
+    while ((l = ev__lifo_pop(&w->prof))) {
+        ev__free(CHUNK_OF(l));
     }
 }
 
@@ -113,8 +117,8 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
         }
         pthread_mutex_lock(&w->prof_lock);
         size_t mine = 0;
-        for (ev_prof_chunk *c = w->prof; c; c = c->next) {
-            mine += c->n;
+        for (ev__link *l = ev__lifo_peek(&w->prof); l; l = l->next) {
+            mine += CHUNK_OF(l)->n;
         }
         ev_prof_record *grown = mine ? ev__realloc(out, (n + mine) * sizeof *out) : out;
         if (mine && !grown) {
@@ -125,7 +129,8 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
                                    n + mine);
         }
         out = grown;
-        for (ev_prof_chunk *c = w->prof; c; c = c->next) {
+        for (ev__link *l = ev__lifo_peek(&w->prof); l; l = l->next) {
+            ev_prof_chunk *c = CHUNK_OF(l);
             memcpy(out + n, c->records, c->n * sizeof *out);
             n += c->n;
         }

@@ -1,29 +1,21 @@
 /* Submission: dependency analysis on the issuing thread, instruction
  * allocation from slabs, barriers and object release. All of it runs under
  * vm->submit_lock; workers never take that lock. */
-#include <stdio.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
 
 /* ------------------------------------------------------ deferred calls */
 
-static void push_batch(_Atomic(ev__defer_batch *) *stack, ev__defer_batch *b)
-{
-    ev__defer_batch *top = atomic_load_explicit(stack, memory_order_relaxed);
-    do {
-        b->next = top;
-        /* release: whoever takes the stack sees the batch's contents. */
-    } while (!atomic_compare_exchange_weak_explicit(stack, &top, b, memory_order_release,
-                                                    memory_order_relaxed));
-}
+#define BATCH_OF(l) EV_CONTAINER_OF(l, ev__defer_batch, link)
 
 void ev__flush_deferred(ev_worker *w)
 {
     if (w->defer_fill && w->defer_fill->n) {
-        push_batch(&w->vm->deferred, w->defer_fill);
+        ev__atomic_lifo_push(&w->vm->deferred, &w->defer_fill->link);
         w->defer_fill = NULL;
     }
 }
@@ -38,11 +30,9 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
     ev__defer_batch *b = self->defer_fill;
     if (!b) {
         pthread_mutex_lock(&vm->spares_lock);
-        b = vm->defer_spares;
-        if (b) {
-            vm->defer_spares = b->next;
-        }
+        ev__link *spare = ev__lifo_pop(&vm->defer_spares);
         pthread_mutex_unlock(&vm->spares_lock);
+        b = spare ? BATCH_OF(spare) : NULL;
         if (!b) {
             b = ev__malloc(sizeof *b);
             if (!b) {
@@ -62,34 +52,29 @@ void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p)
 
 void ev__run_deferred(ev_vm *vm)
 {
-    if (!atomic_load_explicit(&vm->deferred, memory_order_relaxed)) {
+    if (!ev__atomic_lifo_maybe_nonempty(&vm->deferred)) {
         return;
     }
-    /* acquire: pairs with push_batch's release. */
-    ev__defer_batch *b = atomic_exchange_explicit(&vm->deferred, NULL, memory_order_acquire);
-    while (b) {
-        ev__defer_batch *next = b->next;
+    ev__lifo taken = ev__atomic_lifo_take_all(&vm->deferred);
+    ev__link *l;
+    while ((l = ev__lifo_pop(&taken))) {
+        ev__defer_batch *b = BATCH_OF(l);
         for (uint32_t i = 0; i < b->n; i++) {
             b->calls[i].fn(b->calls[i].p);
         }
         b->n = 0;
         pthread_mutex_lock(&vm->spares_lock);
-        b->next = vm->defer_spares;
-        vm->defer_spares = b;
+        ev__lifo_push(&vm->defer_spares, &b->link);
         pthread_mutex_unlock(&vm->spares_lock);
-        b = next;
     }
 }
 
 /* Frees the spare batches (ev_vm_destroy, after the workers stopped). */
 void ev__free_defer_spares(ev_vm *vm)
 {
-    ev__defer_batch *b = vm->defer_spares;
-    vm->defer_spares = NULL;
-    while (b) {
-        ev__defer_batch *next = b->next;
-        ev__free(b);
-        b = next;
+    ev__link *l;
+    while ((l = ev__lifo_pop(&vm->defer_spares))) {
+        ev__free(BATCH_OF(l));
     }
 }
 
@@ -108,47 +93,45 @@ static int grow_slabs(ev_vm *vm)
     }
     vm->slabs[vm->n_slabs++] = block;
     for (int i = 0; i < SLAB_INSTRS; i++) {
-        block[i].free_next = vm->free_instrs;
-        vm->free_instrs = &block[i];
+        ev__lifo_push(&vm->free_instrs, &block[i].free_link);
     }
     return 0;
 }
 
+#define FREE_INSTR_OF(l) EV_CONTAINER_OF(l, ev_instr, free_link)
+
 static ev_instr *instr_alloc(ev_vm *vm)
 {
-    if (!vm->free_instrs) {
+    if (ev__lifo_empty(&vm->free_instrs)) {
         /* Take back one worker's finished instructions, whole: walking the
          * list here would miss the cache once per node, as the worker wrote
          * them last. Start where the last drain stopped, to spread reuse. */
-        for (uint32_t k = 0; k <= vm->limit && !vm->free_instrs; k++) {
+        for (uint32_t k = 0; k <= vm->limit && ev__lifo_empty(&vm->free_instrs); k++) {
             uint32_t u = (vm->drain_next + k) % (vm->limit + 1);
             ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
             if (w) {
-                /* acquire: pairs with the worker's release when it pushed. */
-                vm->free_instrs = atomic_exchange_explicit(&w->returned, NULL,
-                                                           memory_order_acquire);
+                vm->free_instrs = ev__atomic_lifo_take_all(&w->returned);
                 vm->drain_next = u + 1;
             }
         }
-        if (!vm->free_instrs && grow_slabs(vm) != 0) {
+        if (ev__lifo_empty(&vm->free_instrs) && grow_slabs(vm) != 0) {
             return NULL;
         }
     }
-    ev_instr *ins = vm->free_instrs;
-    vm->free_instrs = ins->free_next;
-    if (vm->free_instrs) {
+    ev_instr *ins = FREE_INSTR_OF(ev__lifo_pop(&vm->free_instrs));
+    ev__link *next = ev__lifo_peek(&vm->free_instrs);
+    if (next) {
         /* The next instruction's lines were last written by a worker: ask
          * for them now, for writing, so the next submit finds them here. */
-        __builtin_prefetch(vm->free_instrs, 1);
-        __builtin_prefetch((char *)vm->free_instrs + EV_CACHELINE, 1);
+        __builtin_prefetch(FREE_INSTR_OF(next), 1);
+        __builtin_prefetch((char *)FREE_INSTR_OF(next) + EV_CACHELINE, 1);
     }
     return ins;
 }
 
 static void instr_unalloc(ev_vm *vm, ev_instr *ins)
 {
-    ins->free_next = vm->free_instrs;
-    vm->free_instrs = ins;
+    ev__lifo_push(&vm->free_instrs, &ins->free_link);
 }
 
 /* --------------------------------------------------------- dependencies */
@@ -505,17 +488,19 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
  * count, a line the worker writes, so do it for many objects at once. */
 enum { REAP_BATCH = 32 };
 
+#define RELEASED_OF(l) EV_CONTAINER_OF(l, ev_obj, released_link)
+
 static void free_released(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data);
 
 /* Unlinks every released object whose last access has finished and returns
  * them as a list. Caller holds submit_lock. */
-static ev_obj *take_done_released(ev_vm *vm)
+static ev__lifo take_done_released(ev_vm *vm)
 {
-    ev_obj *done_list = NULL;
+    ev__lifo done_list = {NULL};
     uint32_t n = 0;
     for (uint32_t u = 0; u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
-        if (!w || !w->released_head) {
+        if (!w || ev__fifo_empty(&w->released)) {
             continue;
         }
         /* acquire: the accesses' effects happen before the frees. */
@@ -523,15 +508,11 @@ static ev_obj *take_done_released(ev_vm *vm)
         ev__note_completed(w, completed);
         /* In release order, which is seq order but for releases racing on
          * several threads: one out of order only waits for the one before. */
-        while (w->released_head && w->released_head->released_seq <= completed) {
-            ev_obj *obj = w->released_head;
-            w->released_head = obj->released_next;
-            obj->released_next = done_list;
-            done_list = obj;
+        ev__link *l;
+        while ((l = ev__fifo_peek(&w->released)) && RELEASED_OF(l)->released_seq <= completed) {
+            ev__fifo_pop(&w->released);
+            ev__lifo_push(&done_list, l);
             n++;
-        }
-        if (!w->released_head) {
-            w->released_tail = NULL;
         }
     }
     if (n) {
@@ -544,12 +525,12 @@ static ev_obj *take_done_released(ev_vm *vm)
 
 /* Runs the callbacks of objects from take_done_released, without the lock
  * (a callback may free memory, take the allocator's lock...). */
-static void free_done_released(ev_vm *vm, ev_obj *list)
+static void free_done_released(ev_vm *vm, ev__lifo *list)
 {
-    while (list) {
-        ev_obj *next = list->released_next;
-        free_released(vm, list, list->free_fn, list->free_data);
-        list = next;
+    ev__link *l;
+    while ((l = ev__lifo_pop(list))) {
+        ev_obj *obj = RELEASED_OF(l);
+        free_released(vm, obj, obj->free_fn, obj->free_data);
     }
 }
 
@@ -559,17 +540,17 @@ void ev__reap_released(ev_vm *vm)
         return;
     }
     ev__lock_acquire(&vm->submit_lock);
-    ev_obj *done_list = take_done_released(vm);
+    ev__lifo done_list = take_done_released(vm);
     ev__lock_release(&vm->submit_lock);
-    free_done_released(vm, done_list);
+    free_done_released(vm, &done_list);
 }
 
 /* Takes the done released objects if enough have gathered. Caller holds
  * submit_lock and passes the list to free_done_released after unlocking. */
-static ev_obj *take_done_released_batch(ev_vm *vm)
+static ev__lifo take_done_released_batch(ev_vm *vm)
 {
     if (atomic_load_explicit(&vm->n_released, memory_order_relaxed) < REAP_BATCH) {
-        return NULL;
+        return (ev__lifo){NULL};
     }
     return take_done_released(vm);
 }
@@ -634,9 +615,9 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
         }
     }
     instr_push(vm, w, ins, ticket_out);
-    ev_obj *done_list = take_done_released_batch(vm);
+    ev__lifo done_list = take_done_released_batch(vm);
     ev__lock_release(&vm->submit_lock);
-    free_done_released(vm, done_list);
+    free_done_released(vm, &done_list);
     return 0;
 }
 
@@ -692,7 +673,7 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
         ev__lock_release(&vm->submit_lock);
         return ev__set_message(rc, "ev_submit_barrier: out of memory");
     }
-    ins->flags |= EV_INSTR_BARRIER | EV_INSTR_ALWAYS_RUN;
+    ins->flags |= EV_INSTR_ALWAYS_RUN;
     instr_push(vm, w, ins, ticket_out);
     vm->barrier = (ev_dep){stream.thread_uid, ins->seq};
     ev__lock_release(&vm->submit_lock);
@@ -718,7 +699,7 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     atomic_init(&obj->poison, NULL);
     obj->free_fn = NULL;
     obj->free_data = NULL;
-    obj->released_next = NULL;
+    obj->released_link.next = NULL;
     obj->released_seq = 0;
     *out = obj;
     return 0;
@@ -880,19 +861,13 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         obj->free_fn = free_fn;
         obj->free_data = data;
         obj->released_seq = last_seq;
-        obj->released_next = NULL;
-        if (w->released_tail) {
-            w->released_tail->released_next = obj;
-        } else {
-            w->released_head = obj;
-        }
-        w->released_tail = obj;
+        ev__fifo_push(&w->released, &obj->released_link);
         atomic_store_explicit(&vm->n_released,
                               atomic_load_explicit(&vm->n_released, memory_order_relaxed) + 1,
                               memory_order_relaxed);
-        ev_obj *done_list = take_done_released_batch(vm);
+        ev__lifo done_list = take_done_released_batch(vm);
         ev__lock_release(&vm->submit_lock);
-        free_done_released(vm, done_list);
+        free_done_released(vm, &done_list);
         return 0;
     }
     /* The release runs on the worker of an unfinished accessor and waits for

@@ -1,10 +1,10 @@
 /* Runtime lifecycle, configuration from the environment, the thread uid
  * pool, and statistics. */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 enum {
@@ -74,12 +74,15 @@ static int configure(ev_vm *vm, const ev_vm_config *cfg)
  * objects of a runtime whose work had finished, but should create a runtime
  * of its own for new work. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static ev_vm *live_vms; /* linked through ev_vm.next_live */
+static ev__lifo live_vms; /* of ev_vm.live_link; guarded by live_lock */
+
+#define LIVE_OF(l) EV_CONTAINER_OF(l, ev_vm, live_link)
 
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_lock);
-    for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
+    for (ev__link *l = ev__lifo_peek(&live_vms); l; l = l->next) {
+        ev_vm *vm = LIVE_OF(l);
         ev__lock_acquire(&vm->submit_lock);
         pthread_mutex_lock(&vm->pool_lock);
         pthread_mutex_lock(&vm->err_lock);
@@ -88,7 +91,8 @@ static void fork_prepare(void)
 
 static void fork_release(void)
 {
-    for (ev_vm *vm = live_vms; vm; vm = vm->next_live) {
+    for (ev__link *l = ev__lifo_peek(&live_vms); l; l = l->next) {
+        ev_vm *vm = LIVE_OF(l);
         pthread_mutex_unlock(&vm->err_lock);
         pthread_mutex_unlock(&vm->pool_lock);
         ev__lock_release(&vm->submit_lock);
@@ -107,20 +111,14 @@ __attribute__((constructor)) static void register_fork_handlers(void)
 static void live_add(ev_vm *vm)
 {
     pthread_mutex_lock(&live_lock);
-    vm->next_live = live_vms;
-    live_vms = vm;
+    ev__lifo_push(&live_vms, &vm->live_link);
     pthread_mutex_unlock(&live_lock);
 }
 
 static void live_remove(ev_vm *vm)
 {
     pthread_mutex_lock(&live_lock);
-    for (ev_vm **p = &live_vms; *p; p = &(*p)->next_live) {
-        if (*p == vm) {
-            *p = vm->next_live;
-            break;
-        }
-    }
+    ev__lifo_remove(&live_vms, &vm->live_link);
     pthread_mutex_unlock(&live_lock);
 }
 
@@ -186,11 +184,9 @@ void ev_vm_destroy(ev_vm *vm)
         ev__free(vm->slabs[i]);
     }
     ev__free(vm->slabs);
-    ev_error *e = vm->unreported_head;
-    while (e) {
-        ev_error *next = e->next_unreported;
-        ev_error_unref(e);
-        e = next;
+    ev__link *l;
+    while ((l = ev__fifo_pop(&vm->unreported))) {
+        ev_error_unref(EV_CONTAINER_OF(l, ev_error, unreported_link));
     }
     pthread_mutex_destroy(&vm->pool_lock);
     pthread_mutex_destroy(&vm->err_lock);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 
 /* Waits for d, printing a stall report each time stall_timeout_ms passes.
@@ -147,18 +148,16 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
 static ev_error *take_unreported(ev_vm *vm)
 {
     pthread_mutex_lock(&vm->err_lock);
-    ev_error *e;
-    while ((e = vm->unreported_head)) {
-        vm->unreported_head = e->next_unreported;
-        if (!vm->unreported_head) {
-            vm->unreported_tail = NULL;
-        }
+    ev_error *e = NULL;
+    ev__link *l;
+    while ((l = ev__fifo_pop(&vm->unreported))) {
+        e = EV_CONTAINER_OF(l, ev_error, unreported_link);
         e->listed = false;
-        e->next_unreported = NULL;
         if (!atomic_load_explicit(&e->reported, memory_order_relaxed)) {
             break;
         }
         ev_error_unref(e);
+        e = NULL;
     }
     pthread_mutex_unlock(&vm->err_lock);
     return e; /* the list's reference moves to the caller */

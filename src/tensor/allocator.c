@@ -112,7 +112,7 @@ static void tcache_key_init(void)
  * it cannot be made (the shared path still works). */
 static tcache *tcache_get(void)
 {
-    if (my_tcache || ev__current_worker) {
+    if (my_tcache || ev__on_worker_thread()) {
         return my_tcache;
     }
     pthread_once(&tcache_once, tcache_key_init);

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "core/services.h"
 #include "eagervm/tensor.h"
 
 /* ------------------------------------------------------------------ dtypes */

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <string.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 #include "test.h"
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#define EV_ENGINE_INTERNALS /* a file of the engine (or its test) */
 #include "core/internal.h"
 #include "test.h"
 

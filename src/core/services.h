@@ -1,0 +1,83 @@
+/* The engine's services to the layers above it (src/tensor, src/ops):
+ * assertions, allocation through the fault-injection gate, per-thread struct
+ * caches, deferred frees, per-thread messages, the clock and parking. Only
+ * what those layers use: the engine's structures stay in internal.h (which
+ * includes this file), so the engine can change them without the layers
+ * above compiling against them. Never installed. */
+#ifndef EV_CORE_SERVICES_H
+#define EV_CORE_SERVICES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eagervm/vm.h"
+
+/* ------------------------------------------------------------- assertions */
+
+/* Cheap internal invariants, always on. Never used on user input. */
+#define EV_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            ev__assert_fail(#cond, __FILE__, __LINE__);                        \
+        }                                                                      \
+    } while (0)
+
+void ev__assert_fail(const char *cond, const char *file, int line) __attribute__((noreturn));
+
+/* Small per-thread variables read on every op. In a shared library (the
+ * Python module is one, loaded with dlopen) the default TLS model calls
+ * __tls_get_addr on each access; initial-exec is a plain load. It takes a
+ * few bytes of the static TLS surplus glibc keeps for dlopened libraries,
+ * so keep it to small variables. */
+#define EV_TLS_FAST _Thread_local __attribute__((tls_model("initial-exec")))
+
+/* ------------------------------------------------------ memory + messages */
+
+/* Every internal allocation goes through these (internal.h has the rest of
+ * the family), so tests can make the Nth allocation fail
+ * (ev__fail_alloc_after) and walk each error path. */
+void *ev__malloc(size_t size);
+void *ev__calloc(size_t n, size_t size);
+void ev__free(void *p);
+
+/* Per-thread caches of fixed-size structs that come and go with every op
+ * (tensors, storages, objects). A struct is usually freed on the submitting
+ * thread (see ev__call_deferred) and reused there at once; glibc's own cache
+ * holds too few of each size for a burst. Counted by fault injection. */
+enum ev__cache_kind { EV__CACHE_OBJ, EV__CACHE_TENSOR, EV__CACHE_STORAGE, EV__CACHE_COUNT };
+/* size must be the same for every call with one kind. */
+void *ev__cache_alloc(int kind, size_t size);
+void ev__cache_free(int kind, void *p);
+
+/* Calls fn(p) now, or, on a worker thread of vm, on the next thread that
+ * submits to or waits on vm (which usually allocated p, and reuses it from
+ * its own cache at once). */
+void ev__call_deferred(ev_vm *vm, void (*fn)(void *p), void *p);
+
+/* Whether the calling thread is a worker thread of some runtime. */
+bool ev__on_worker_thread(void);
+
+/* Records the calling thread's message for ev_last_message(); returns code. */
+int ev__set_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic clock in nanoseconds. */
+int64_t ev__now_ns(void);
+
+/* -------------------------------------------------------------- parking */
+
+/* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
+void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
+void ev__wake_all(_Atomic uint32_t *word);
+
+static inline void ev__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif
