@@ -7,11 +7,6 @@
 
 #include "evpy.h"
 
-static int exec_or_fail(ev_exec *ex)
-{
-    return evpy_exec(ex);
-}
-
 /* A tuple of the two tensors (both owned), or NULL with both released. */
 static PyObject *pair(evpy_state *st, ev_tensor *a, ev_tensor *b)
 {
@@ -46,7 +41,7 @@ PyObject *evpy_scan_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 3, 2, a) != 0 ||
         !(x = evpy_need_tensor(fn, a[0])) || evpy_parse_int(fn, "dim", a[1], &dim) != 0 ||
-        evpy_parse_dtype(st, a[2], &dtype) != 0 || exec_or_fail(&ex) != 0) {
+        evpy_parse_dtype(st, a[2], &dtype) != 0 || evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_dtype dt = dtype < 0 ? EV_DTYPE_NONE : (ev_dtype)dtype;
@@ -79,7 +74,7 @@ PyObject *evpy_sort_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
         !(x = evpy_need_tensor(fn, a[0])) ||
         (a[1] && a[1] != Py_None && evpy_parse_int(fn, "dim", a[1], &dim) != 0) ||
         (desc = evpy_parse_bool(a[2], 0)) < 0 || (stable = evpy_parse_bool(a[3], 0)) < 0 ||
-        exec_or_fail(&ex) != 0) {
+        evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_tensor *values = NULL, *indices = NULL;
@@ -109,7 +104,7 @@ PyObject *evpy_topk_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
         !(x = evpy_need_tensor("topk", a[0])) || evpy_parse_int("topk", "k", a[1], &k) != 0 ||
         (a[2] && a[2] != Py_None && evpy_parse_int("topk", "dim", a[2], &dim) != 0) ||
         (largest = evpy_parse_bool(a[3], 1)) < 0 || (sorted = evpy_parse_bool(a[4], 1)) < 0 ||
-        exec_or_fail(&ex) != 0) {
+        evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_tensor *values, *indices;
@@ -186,7 +181,7 @@ PyObject *evpy_flip_roll_fn(evpy_state *st, int code, PyObject *const *args, Py_
         }
     }
     ev_exec ex;
-    if (exec_or_fail(&ex) != 0) {
+    if (evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_tensor *out;
@@ -208,7 +203,7 @@ PyObject *evpy_tri_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 2, 1, a) != 0 ||
         !(x = evpy_need_tensor(fn, a[0])) ||
-        (a[1] && evpy_parse_int(fn, "diagonal", a[1], &diag) != 0) || exec_or_fail(&ex) != 0) {
+        (a[1] && evpy_parse_int(fn, "diagonal", a[1], &diag) != 0) || evpy_exec(&ex) != 0) {
         return NULL;
     }
     if (code >= 2) {
@@ -236,7 +231,7 @@ PyObject *evpy_nonzero_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
     ev_exec ex;
     (void)code;
     if (evpy_parse_args("nonzero", args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = evpy_need_tensor("nonzero", a[0])) || exec_or_fail(&ex) != 0 ||
+        !(x = evpy_need_tensor("nonzero", a[0])) || evpy_exec(&ex) != 0 ||
         evpy_wait_tensor(x) != 0) {
         return NULL;
     }
@@ -262,7 +257,7 @@ PyObject *evpy_unique_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     if (evpy_parse_args("unique", args, nargs, kwnames, names, 4, 1, a) != 0 ||
         !(x = evpy_need_tensor("unique", a[0])) || (sorted = evpy_parse_bool(a[1], 1)) < 0 ||
         (inv = evpy_parse_bool(a[2], 0)) < 0 || (cnt = evpy_parse_bool(a[3], 0)) < 0 ||
-        exec_or_fail(&ex) != 0 || evpy_wait_tensor(x) != 0) {
+        evpy_exec(&ex) != 0 || evpy_wait_tensor(x) != 0) {
         return NULL;
     }
     ev_tensor *values = NULL, *inverse = NULL, *counts = NULL;
