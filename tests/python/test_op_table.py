@@ -66,11 +66,12 @@ def test_row_is_bound_as_the_table_says(row):
         if row["bound"] != "METHOD":
             fn = getattr(ev, name)
             assert fn is getattr(ev._C, name) and name in ev.__all__
-            assert row["doc"] in fn.__doc__
+            assert row["doc"] in fn.__doc__ and "Result dtype:" in fn.__doc__
         elif not any(r["name"] == name and r["bound"] != "METHOD" for r in FUNC):
             assert name not in ev.__all__ and not hasattr(ev._C, name)
         if row["bound"] != "FN":
             assert row["doc"] in getattr(ev.Tensor, name).__doc__
+            assert "Result dtype:" in getattr(ev.Tensor, name).__doc__
         return
     fn = getattr(ev, name)
     assert fn is getattr(ev._C, name) and name in ev.__all__

@@ -192,10 +192,13 @@ PyMethodDef evpy_table_methods[] = {
 #define EV_REDUCE(ID, name, rule, doc, ...) \
     EVPY_FN_ENTRY(name, EVPY_DOC("(input, dim=None, keepdim=False)", name, rule, \
                                  OUT_OF_PLACE, doc, ""))
-#define EVPY_FN_DOC_BOTH(name, args, doc) EVPY_FN_ENTRY(name, #name "(input" args ")\n--\n\n" doc)
-#define EVPY_FN_DOC_FN(name, args, doc) EVPY_FN_ENTRY(name, #name args "\n--\n\n" doc)
-#define EVPY_FN_DOC_METHOD(name, args, doc)
-#define EV_FUNC(name, binding, code, bound, args, doc, ...) EVPY_FN_DOC_##bound(name, args, doc)
+#define EVPY_FN_DOC_BOTH(name, args, doc, dtypes) \
+    EVPY_FN_ENTRY(name, #name "(input" args ")\n--\n\n" doc "\n\nResult dtype: " dtypes ".")
+#define EVPY_FN_DOC_FN(name, args, doc, dtypes) \
+    EVPY_FN_ENTRY(name, #name args "\n--\n\n" doc "\n\nResult dtype: " dtypes ".")
+#define EVPY_FN_DOC_METHOD(name, args, doc, dtypes)
+#define EV_FUNC(name, binding, code, bound, args, doc, dtypes, ...) \
+    EVPY_FN_DOC_##bound(name, args, doc, dtypes)
 #define EV_BINARY_ALIAS(alias, ID, name) \
     EVPY_FN_ENTRY(alias, #alias "(input, other)\n--\n\nThe same as " #name ".")
 #define EV_UNARY_ALIAS(alias, ID, name) \
@@ -220,11 +223,12 @@ PyMethodDef evpy_tensor_table_methods[] = {
 #define EV_REDUCE(ID, name, rule, doc, ...)                                           \
     EVPY_METH_ENTRY(name, EVPY_DOC("($self, dim=None, keepdim=False)", name, rule, \
                                    OUT_OF_PLACE, doc, ""))
-#define EVPY_METH_DOC_BOTH(name, args, doc) \
-    EVPY_METH_ENTRY(name, #name "($self" args ")\n--\n\n" doc)
-#define EVPY_METH_DOC_FN(name, args, doc)
-#define EVPY_METH_DOC_METHOD(name, args, doc) EVPY_METH_DOC_BOTH(name, args, doc)
-#define EV_FUNC(name, binding, code, bound, args, doc, ...) EVPY_METH_DOC_##bound(name, args, doc)
+#define EVPY_METH_DOC_BOTH(name, args, doc, dtypes) \
+    EVPY_METH_ENTRY(name, #name "($self" args ")\n--\n\n" doc "\n\nResult dtype: " dtypes ".")
+#define EVPY_METH_DOC_FN(name, args, doc, dtypes)
+#define EVPY_METH_DOC_METHOD(name, args, doc, dtypes) EVPY_METH_DOC_BOTH(name, args, doc, dtypes)
+#define EV_FUNC(name, binding, code, bound, args, doc, dtypes, ...) \
+    EVPY_METH_DOC_##bound(name, args, doc, dtypes)
 #include "eagervm/ops.def"
     {NULL},
 };
@@ -319,7 +323,7 @@ static const op_row op_rows[] = {
      "", "", ""},
 #define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad) \
     {#name, "reduce", #rule, doc, ref, #domain, #bench, grad, 0, "", "", ""},
-#define EV_FUNC(name, binding, code, bound, args, doc, ref, example, bench, grad) \
+#define EV_FUNC(name, binding, code, bound, args, doc, dtypes, ref, example, bench, grad) \
     {#name, "func", "", doc, ref, "", #bench, grad, 0, #bound, args, example},
 #include "eagervm/ops.def"
 };
