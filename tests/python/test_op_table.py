@@ -404,3 +404,50 @@ def test_line_ops_every_dtype(row, dt, shape):
         g, w = g.numpy(), np.asarray(w)
         assert g.shape == w.shape, (row["name"], dt, g.shape, w.shape)
         np.testing.assert_array_equal(g, w.astype(g.dtype))
+
+
+# 0-d inputs and bad arguments of the ops along lines, as PyTorch has them:
+# a 0-d tensor is a line of one element along dim 0 or -1 (tril and triu
+# need a matrix); every error names the op and what was expected.
+ZERO_D = {"cumsum": (0,), "cumprod": (-1,), "sort": (), "argsort": (), "topk": (1,),
+          "flip": ([0],), "roll": (1, 0), "nonzero": (), "unique": ()}
+BAD_CALLS = [("cumsum", (5,), IndexError, "dimension 5 is out of range"),
+             ("cumprod", (-3,), IndexError, "out of range"),
+             ("sort", (5,), IndexError, "out of range"),
+             ("argsort", (2,), IndexError, "out of range"),
+             ("topk", (9,), ValueError, r"k = 9 is out of range \[0, 4\]"),
+             ("topk", (-1,), ValueError, "out of range"),
+             ("topk", (1, 5), IndexError, "out of range"),
+             ("flip", ([5],), IndexError, "out of range"),
+             ("flip", ([0, 0],), ValueError, "appears more than once"),
+             ("roll", (1, 5), IndexError, "out of range")]
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_line_ops_on_0d(name):
+    x = ev.tensor(3.5)
+    got = getattr(ev, name)(x, *ZERO_D[name])
+    gots = got if isinstance(got, tuple) else (got,)
+    if name == "nonzero":
+        assert gots[0].shape == (1, 0)
+    elif name == "unique":
+        assert gots[0].tolist() == [3.5]
+    elif name == "argsort":
+        assert gots[0].shape == () and gots[0].item() == 0
+    else:  # the value itself, and index 0 for the sorts
+        assert gots[0].shape == () and gots[0].item() == 3.5
+        assert all(g.shape == () and g.item() == 0 for g in gots[1:])
+    for tri in ("tril", "triu"):
+        with pytest.raises(ValueError, match=tri + r": x of shape \[\] has 0 dimensions"):
+            getattr(ev, tri)(x)
+
+
+@pytest.mark.parametrize("name,args,exc,match", BAD_CALLS)
+def test_line_ops_refuse_bad_arguments(name, args, exc, match):
+    y = ev.ones(3, 4)
+    before = y.tolist()
+    with pytest.raises(exc, match=match):
+        getattr(ev, name)(y, *args)
+    assert y.tolist() == before  # nothing was written
+    with pytest.raises(exc):  # the method form refuses the same way
+        getattr(y, name)(*args)
