@@ -4,6 +4,7 @@
 #define EV_TENSOR_TEST_H
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "eagervm/ops.h"
 #include "eagervm/tensor.h"
@@ -25,6 +26,47 @@ static void test_teardown(void)
 {
     CHECK_OK(ev_synchronize(test_vm, NULL));
     ev_vm_destroy(test_vm);
+}
+
+/* The reference of a reduction: C-order host data of shape reduced over the
+ * dims in mask, fn applied to each output's n values (ctx passed along),
+ * one value per output element (kept dims in order) written to out. */
+typedef double (*ref_reduce_fn)(const double *v, int64_t n, const void *ctx);
+
+static inline void ref_reduce_over(const double *data, int ndim, const int64_t *shape,
+                                   unsigned mask, ref_reduce_fn fn, const void *ctx,
+                                   double *out)
+{
+    int64_t numel = 1, nred = 1;
+    for (int d = 0; d < ndim; d++) {
+        numel *= shape[d];
+        nred *= (mask & (1u << d)) ? shape[d] : 1;
+    }
+    int64_t nout = nred ? numel / nred : 1;
+    for (int d = 0; nred == 0 && d < ndim; d++) {
+        nout *= (mask & (1u << d)) ? 1 : shape[d];
+    }
+    double *bucket = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+    int64_t *fill = calloc((size_t)(nout ? nout : 1), sizeof(int64_t));
+    CHECK(bucket && fill);
+    for (int64_t e = 0; e < numel; e++) {
+        /* Multi-index of e, then the flat index over the kept dims. */
+        int64_t rem = e, oi = 0, mul = 1;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t i = rem % shape[d];
+            rem /= shape[d];
+            if (!(mask & (1u << d))) {
+                oi += i * mul;
+                mul *= shape[d];
+            }
+        }
+        bucket[oi * nred + fill[oi]++] = data[e];
+    }
+    for (int64_t o = 0; o < nout; o++) {
+        out[o] = fn(bucket + o * nred, nred, ctx);
+    }
+    free(bucket);
+    free(fill);
 }
 
 /* A tensor of dtype from host values given as doubles (converted). */

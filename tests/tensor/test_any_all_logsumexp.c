@@ -48,41 +48,11 @@ static double ref_lse(const double *v, int64_t n)
     return (double)(m + logl(s));
 }
 
-typedef double (*ref_fn)(const double *v, int64_t n);
-
-/* The reduction of C-order host data of shape over the dims in mask, one
- * value per output element (kept dims in order). */
-static void ref_reduce(ref_fn fn, const double *data, int ndim, const int64_t *shape,
-                       unsigned mask, double *out)
+/* ref_reduce_over calls fn(v, n, ctx): ctx carries the reference to use. */
+static double ref_call(const double *v, int64_t n, const void *ctx)
 {
-    int64_t numel = 1, nred = 1;
-    for (int d = 0; d < ndim; d++) {
-        numel *= shape[d];
-        nred *= (mask & (1u << d)) ? shape[d] : 1;
-    }
-    int64_t nout = nred ? numel / nred : 1;
-    for (int d = 0; nred == 0 && d < ndim; d++) {
-        nout *= (mask & (1u << d)) ? 1 : shape[d];
-    }
-    double *bucket = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
-    int64_t *fill = calloc((size_t)(nout ? nout : 1), sizeof(int64_t));
-    for (int64_t e = 0; e < numel; e++) {
-        int64_t rem = e, oi = 0, mul = 1;
-        for (int d = ndim - 1; d >= 0; d--) {
-            int64_t i = rem % shape[d];
-            rem /= shape[d];
-            if (!(mask & (1u << d))) {
-                oi += i * mul;
-                mul *= shape[d];
-            }
-        }
-        bucket[oi * nred + fill[oi]++] = data[e];
-    }
-    for (int64_t o = 0; o < nout; o++) {
-        out[o] = fn(bucket + o * nred, nred);
-    }
-    free(bucket);
-    free(fill);
+    double (*const *fn)(const double *, int64_t) = ctx;
+    return (*fn)(v, n);
 }
 
 enum { K_ANY, K_ALL, K_LSE };
@@ -116,8 +86,8 @@ static void check_one(int kind, ev_tensor *x, const double *vals, unsigned mask,
         }
     }
     double *want = malloc(sizeof(double) * (size_t)(nout ? nout : 1));
-    ref_fn fns[3] = {ref_any, ref_all, ref_lse};
-    ref_reduce(fns[kind], vals, nd, shape, mask, want);
+    double (*const fns[3])(const double *, int64_t) = {ref_any, ref_all, ref_lse};
+    ref_reduce_over(vals, nd, shape, mask, ref_call, &fns[kind], want);
     ev_tensor *y;
     CHECK_OK(run(kind, x, ndims, dims, keepdim, &y));
     ev_dtype dt = kind == K_LSE ? ev_dtype_to_float(ev_tensor_dtype(x)) : EV_BOOL;

@@ -55,39 +55,16 @@ static double ref_one(int kind, const double *v, int64_t n, double correction)
     }
 }
 
-/* Reduces host data of shape (C order) over the dims in mask; writes one
- * value per output element (kept dims in order) into out. */
-static void ref_reduce(int kind, const double *data, int ndim, const int64_t *shape,
-                       unsigned mask, double correction, double *out)
+/* ref_one of the kind and correction in ctx, for ref_reduce_over. */
+typedef struct ref_kind {
+    int kind;
+    double correction;
+} ref_kind;
+
+static double ref_kind_fn(const double *v, int64_t n, const void *ctx)
 {
-    int64_t numel = 1, nred = 1;
-    for (int d = 0; d < ndim; d++) {
-        numel *= shape[d];
-        if (mask & (1u << d)) {
-            nred *= shape[d];
-        }
-    }
-    int64_t nout = nred ? numel / nred : 0;
-    double *bucket = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
-    int64_t *fill = calloc((size_t)(nout ? nout : 1), sizeof(int64_t));
-    for (int64_t e = 0; e < numel; e++) {
-        /* Multi-index of e, then the flat index over the kept dims. */
-        int64_t rem = e, oi = 0, mul = 1;
-        for (int d = ndim - 1; d >= 0; d--) {
-            int64_t i = rem % shape[d];
-            rem /= shape[d];
-            if (!(mask & (1u << d))) {
-                oi += i * mul;
-                mul *= shape[d];
-            }
-        }
-        bucket[oi * nred + fill[oi]++] = data[e];
-    }
-    for (int64_t o = 0; o < nout; o++) {
-        out[o] = ref_one(kind, bucket + o * nred, nred, correction);
-    }
-    free(bucket);
-    free(fill);
+    const ref_kind *k = ctx;
+    return ref_one(k->kind, v, n, k->correction);
 }
 
 static int run_kind(int kind, ev_tensor *x, int ndims, const int *dims, int keepdim,
@@ -135,7 +112,8 @@ static void check_reduce(int kind, ev_tensor *x, const double *vals, unsigned ma
         nout *= oshape[d];
     }
     double *want = malloc(sizeof(double) * (size_t)(nout ? nout : 1));
-    ref_reduce(kind, vals, nd, shape, mask, correction, want);
+    ref_kind k = {kind, correction};
+    ref_reduce_over(vals, nd, shape, mask, ref_kind_fn, &k, want);
     ev_tensor *y;
     CHECK_OK(run_kind(kind, x, ndims, dims, keepdim, correction, &y));
     check_tensor(y, want_dt, ond, oshape, want, rtol);
