@@ -57,18 +57,12 @@ def _dtype_for(row):
 
 
 def _torch_fn(row):
+    """PyTorch's function of the row's name, where it differs from ours."""
     if torch is None:
         return None
-    fn = getattr(torch, row["name"], None)
-    aliases = {"div": torch.true_divide, "remainder": torch.remainder, "pow": torch.pow,
-               "neg": torch.neg, "abs": torch.abs, "logical_not": torch.logical_not,
-               "bitwise_left_shift": getattr(torch, "bitwise_left_shift", None),
-               "bitwise_right_shift": getattr(torch, "bitwise_right_shift", None)}
     if row["name"] == "gelu":
         return torch.nn.functional.gelu
-    if row["name"] == "relu":
-        return torch.relu
-    return aliases.get(row["name"], fn)
+    return getattr(torch, {"div": "true_divide"}.get(row["name"], row["name"]), None)
 
 
 def reduction_cases(row):
