@@ -9,6 +9,16 @@ for both, the ratio and both test accuracies.
 
     python3 bench/mlp_vs_torch.py [--epochs 1] [--batch-size 128]
 
+That comparison is not the same work (PyTorch's side pays for autograd and
+its optimizer, eagervm's uses hand-written gradients). --same-math is: the
+main job's training step (MLP.step of examples/fashion_mnist.py: forward,
+loss, the hand-written gradients, SGD with momentum) against the same ops
+in PyTorch without autograd, on the same prepared batches and initial
+weights, PyTorch on 1 and on all threads; rounds alternate, the medians of
+steps/s are compared, and the weights after the run are compared.
+
+    python3 bench/mlp_vs_torch.py --same-math [--steps 200] [--rounds 5]
+
 PyTorch comes from Debian's python3-torch; without it only eagervm runs.
 """
 import argparse
@@ -78,6 +88,95 @@ def run_torch(train, test, init, args):
     return batches * b * args.epochs / secs, acc
 
 
+class TorchMLP:
+    """MLP.step's math in PyTorch ops, no autograd: the same forward, loss,
+    gradients and update, op for op."""
+
+    def __init__(self, init, lr, momentum):
+        import torch
+        self.torch = torch
+        self.lr, self.momentum = lr, momentum
+        self.params = [torch.from_numpy(a.astype(np.float32)) for a in init]
+        self.velocity = [torch.zeros_like(p) for p in self.params]
+
+    def step(self, x, y, target):
+        torch = self.torch
+        w1, b1, w2, b2 = self.params
+        inv_b = 1.0 / x.shape[0]
+        h = torch.relu(x @ w1 + b1)
+        logits = h @ w2 + b2
+        loss = torch.nn.functional.cross_entropy(logits, target)
+        logp = torch.log_softmax(logits, dim=1)
+        dlogits = (torch.exp(logp) - y) * inv_b
+        grads = [None, None, h.T @ dlogits, dlogits.sum(0)]
+        dh = (dlogits @ w2.T) * (h > 0)
+        grads[0] = x.T @ dh
+        grads[1] = dh.sum(0)
+        for p, g, v in zip(self.params, grads, self.velocity):
+            v.mul_(self.momentum).add_(g)
+            p.sub_(v * self.lr)
+        return loss
+
+
+def same_math(train, args):
+    """The training step alone, eagervm against PyTorch (1 and all
+    threads), alternating rounds of args.steps steps; prints steps/s."""
+    import statistics
+    import torch
+    b, steps = args.batch_size, args.steps
+    rng = np.random.default_rng(args.seed)
+    images = train[0].numpy().astype(np.float32)
+    labels = train[1].numpy().astype(np.int64)
+    idx = rng.permutation(images.shape[0])[:steps * b].reshape(steps, b)
+    xs = [(images[i] * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD).astype(np.float32)
+          for i in idx]
+    ts = [labels[i] for i in idx]
+    ys = [np.eye(fm.CLASSES, dtype=np.float32)[t] for t in ts]
+    ev_batches = [(ev.from_numpy(x), ev.from_numpy(y), ev.from_numpy(t))
+                  for x, y, t in zip(xs, ys, ts)]
+    t_batches = [(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(t))
+                 for x, y, t in zip(xs, ys, ts)]
+    init_rng = np.random.default_rng(args.seed)
+    ev_model = fm.MLP(init_rng, lr=args.lr, momentum=args.momentum)
+    cores = os.cpu_count() or 1
+    sides = {"eagervm": None, "torch 1 thread": 1, f"torch {cores} threads": cores}
+    models = {name: ev_model if threads is None else
+              TorchMLP(ev_model.init, args.lr, args.momentum) for name, threads in sides.items()}
+    rates = {name: [] for name in sides}
+    ev.synchronize()
+    for _ in range(args.rounds):
+        for name, threads in sides.items():
+            model = models[name]
+            if threads is None:
+                t0 = time.perf_counter()
+                for x, y, t in ev_batches:
+                    model.step(x, y, t)
+                ev.synchronize()
+            else:
+                torch.set_num_threads(threads)
+                t0 = time.perf_counter()
+                for x, y, t in t_batches:
+                    model.step(x, y, t)
+            rates[name].append(steps / (time.perf_counter() - t0))
+    print(f"the training step alone (batch {b}, {steps} steps per round, {args.rounds} "
+          f"rounds alternating; PyTorch {torch.__version__} without autograd)")
+    med = {name: statistics.median(r) for name, r in rates.items()}
+    for name, m in med.items():
+        print(f"  {name:<16} {m:>9,.0f} steps/s  {m * b:>11,.0f} samples/s")
+    best_torch = max(m for name, m in med.items() if name != "eagervm")
+    print(f"eagervm / faster PyTorch setting: {med['eagervm'] / best_torch:.2f}x")
+    # The same math: from the same weights, ten steps on both sides agree
+    # to rounding (longer runs drift apart: training amplifies rounding).
+    check_ev = fm.MLP(np.random.default_rng(args.seed), lr=args.lr, momentum=args.momentum)
+    check_t = TorchMLP(check_ev.init, args.lr, args.momentum)
+    for (x, y, t), (tx, ty, tt) in list(zip(ev_batches, t_batches))[:10]:
+        check_ev.step(x, y, t)
+        check_t.step(tx, ty, tt)
+    diff = max(float(np.max(np.abs(check_ev.params[k].numpy() - check_t.params[k].numpy())))
+               for k in range(4))
+    print(f"largest weight difference after 10 steps from the same weights: {diff:.1e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=1)
@@ -85,8 +184,22 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--same-math", action="store_true",
+                    help="the training step alone, the same ops on both sides")
+    ap.add_argument("--steps", type=int, default=200, help="--same-math: steps per round")
+    ap.add_argument("--rounds", type=int, default=5, help="--same-math: alternating rounds")
     args = ap.parse_args()
+    if args.steps < 1 or args.rounds < 1 or args.batch_size < 1:
+        ap.error("--steps, --rounds and --batch-size must be positive")
     train = mnist.load_fashion_mnist("train")
+    if args.same_math:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("torch not installed (apt-get install python3-torch): nothing to compare")
+            return
+        same_math(train, args)
+        return
     test = mnist.load_fashion_mnist("test")
     steps = args.epochs * (train[0].shape[0] // args.batch_size)
     print(f"784-256-10 MLP, batch {args.batch_size}, {args.epochs} epoch(s) = {steps} steps, "

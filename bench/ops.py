@@ -3,6 +3,14 @@ it is installed, PyTorch: the same math on the same data, in one process.
 
     PYTHONPATH=python /usr/bin/python3 bench/ops.py [--repeats N] [--only NAME,...] [--quick]
 
+One run measures this machine's read, copy and triad bandwidth with a plain C
+loop (bench_stream, built with the benchmarks) and then runs every case once
+per peer environment: Debian's NumPy and PyTorch (/usr/bin/python3), and the
+newest ones PyPI serves, in the virtual environment that
+scripts/bench_env.sh makes (.venv-bench, or $EAGERVM_BENCH_VENV). Each
+environment runs in its own process (a process can hold one NumPy), eagervm
+beside its peers in that process.
+
 The cases come from each row's `bench` column: `elementwise` runs the op at
 1K and 1M elements, on contiguous inputs, on a transposed view, and (binary
 ops) with one operand broadcast along a row; `reduction` reduces 1K and 1M
@@ -15,10 +23,16 @@ the work, not only its issue. One line
 per case: the median time of each, and the ratios NumPy/eagervm and
 PyTorch/eagervm (above 1: eagervm is faster). The summary gives the
 geometric mean of the ratios at each size and lists every case below 0.9x
-NumPy. Timings are printed, never asserted."""
+NumPy. The memory-bound cases at 1M (cheap elementwise ops, casts, copies,
+cat, where, creation, reductions) also print the bytes they must move per
+second and that rate as a percentage of the bandwidth the C loop reached on
+arrays of the same size. Timings are printed, never asserted."""
 import argparse
+import json
 import math
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -31,7 +45,12 @@ try:
     import torch
 except ImportError:
     torch = None
+try:  # NumPy has no erf; SciPy's is vectorised (np.vectorize(math.erf) is not)
+    from scipy.special import erf as _np_erf
+except Exception:  # missing, or built for another NumPy
+    _np_erf = None
 
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SIZES = {"1K": (32, 32), "1M": (1024, 1024)}
 CASE_KINDS = ("elementwise", "reduction", "clamp", "rowwise", "matmul", "view", "copy",
               "creation", "select", "loss", "random", "interop", "scan", "sort", "reorder",
@@ -39,13 +58,98 @@ CASE_KINDS = ("elementwise", "reduction", "clamp", "rowwise", "matmul", "view", 
 # The shapes of the EV_FUNC kinds' input x at each size (matmul: 32 and 1024 square).
 FUNC_SHAPES = {"1K": (32, 32), "1M": (1024, 1024)}
 
+# Elementwise rows whose cost is arithmetic, not memory traffic: no
+# bandwidth target (integer division has no vector instruction).
+COMPUTE_BOUND = {"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "gelu", "erf", "log1p",
+                 "expm1", "log2", "log10", "exp2", "asin", "acos", "atan", "sinh", "cosh",
+                 "asinh", "acosh", "atanh", "pow", "atan2", "hypot", "logaddexp",
+                 "floor_divide", "remainder", "logsumexp"}
+# EV_FUNC rows that stream memory: copies, casts, creation, cat, where.
+MEMORY_BOUND_FUNCS = {"clamp", "clamp_", "clip", "argmax", "argmin", "contiguous", "clone",
+                      "copy_", "fill_", "to", "cast", "zeros", "ones", "full", "zeros_like",
+                      "ones_like", "full_like", "arange", "linspace", "where", "cat", "concat",
+                      "concatenate", "stack"}
+
+# The example arguments of some rows are tiny (zeros(3, 4), three indices):
+# in the benchmark they take the case's size instead. Evaluated in the
+# example namespace plus `shape`, `n` (elements), `rows8` (an eighth of the
+# rows, shuffled: index_select takes 128 of 1,024 rows) and `flat` (n flat
+# indices, for take).
+SIZED_EXAMPLES = {
+    "empty": "tuple(shape)", "zeros": "tuple(shape)", "ones": "tuple(shape)",
+    "full": "(tuple(shape), 2.5)", "arange": "(0, n)", "linspace": "(0.0, 1.0, n)",
+    "eye": "tuple(shape)", "rand": "tuple(shape)", "randn": "tuple(shape)",
+    "randint": "(0, 10, tuple(shape))", "randperm": "(n,)", "index_select": "(0, rows8)",
+    "take": "(flat,)", "one_hot": "(t, shape[1])",
+}
+
+
+def _rng():
+    return np.random.default_rng(0)
+
+
+# NumPy's side where the op test's reference is not what a NumPy user would
+# run: the random references return zeros (the tests compare only shapes),
+# erf goes through SciPy, topk through argpartition, cross_entropy in the
+# input's dtype. Each takes the row's arguments.
+def _np_topk(x, k):
+    idx = np.argpartition(-x, k - 1, axis=-1)[..., :k]
+    vals = np.take_along_axis(x, idx, -1)
+    order = np.argsort(-vals, axis=-1, kind="stable")
+    return np.take_along_axis(vals, order, -1), np.take_along_axis(idx, order, -1)
+
+
+def _np_cross_entropy(logits, target):
+    return -refs.log_softmax(logits, 1)[np.arange(len(target)), target].mean()
+
+
+_GEN = _rng()
+NUMPY_PEERS = {
+    "rand": lambda *size: _GEN.random(size, np.float32),
+    "randn": lambda *size: _GEN.standard_normal(size, np.float32),
+    "randint": lambda lo, hi, size: _GEN.integers(lo, hi, size, np.int64),
+    "randperm": lambda n: _GEN.permutation(n),
+    "rand_like": lambda x: _GEN.random(x.shape, np.float32),
+    "randn_like": lambda x: _GEN.standard_normal(x.shape, np.float32),
+    "uniform_": lambda x: _GEN.random(out=x),
+    "normal_": lambda x: _GEN.standard_normal(out=x),
+    "topk": _np_topk,
+    "cross_entropy": _np_cross_entropy,
+}
+if _np_erf is not None:
+    NUMPY_PEERS["erf"] = _np_erf
+    NUMPY_PEERS["gelu"] = lambda x: 0.5 * x * (1 + _np_erf(x * np.float32(math.sqrt(0.5))))
+
 
 class Case:
-    """One measurement: name, and make() -> (run_ev, run_np, run_torch or None),
-    each a no-argument callable doing the op once."""
+    """One measurement: name, and make() -> (run_ev, run_np or None,
+    run_torch or None, bytes moved), each run a no-argument callable doing
+    the op once; memory_bound: it has a bandwidth target."""
 
-    def __init__(self, name, size, make):
+    def __init__(self, name, size, make, memory_bound=False):
         self.name, self.size, self.make = name, size, make
+        self.memory_bound = memory_bound and size == "1M"
+
+
+def _nbytes(*objs):
+    """Bytes of the arrays among objs (nested in lists and tuples)."""
+    total = 0
+    for o in objs:
+        if isinstance(o, np.ndarray):
+            total += o.nbytes
+        elif isinstance(o, (list, tuple)):
+            total += _nbytes(*o)
+    return total
+
+
+def _numpy_fn(row):
+    """The NumPy side of a row: its peer above, else its test reference;
+    None where the reference is not a vectorised NumPy computation."""
+    if row["name"] in NUMPY_PEERS:
+        return NUMPY_PEERS[row["name"]]
+    if row["name"] in ("erf", "gelu"):
+        return None  # np.vectorize(math.erf) is a Python loop: not a peer
+    return refs.reference(row)
 
 
 def _dtype_for(row):
@@ -76,7 +180,7 @@ def reduction_cases(row):
     for size, shape in SIZES.items():
         for what, dim in (("all", None), ("dim=1", 1), ("dim=0", 0)):
             def make(shape=shape, dim=dim):
-                a = refs.draw(np.random.default_rng(0), row["domain"], dt, shape)
+                a = refs.draw(_rng(), row["domain"], dt, shape)
                 ea = ev.tensor(a)
                 ta = torch.from_numpy(a) if t_fn is not None else None
                 run_t = None
@@ -84,51 +188,99 @@ def reduction_cases(row):
                     # torch.max(x, dim) also returns indices: use amax/amin there.
                     tf = {"max": torch.amax, "min": torch.amin}.get(row["name"], t_fn)
                     run_t = (lambda: tf(ta)) if dim is None else (lambda: tf(ta, dim))
-                return (lambda: ev_fn(ea, dim)), (lambda: np_fn(a, dim)), run_t
-            out.append(Case(f"{row['name']} {dt} {size} {what}", size, make))
+                return ((lambda: ev_fn(ea, dim)), (lambda: np_fn(a, dim)), run_t,
+                        _nbytes(a, np_fn(a, dim)))
+            out.append(Case(f"{row['name']} {dt} {size} {what}", size, make,
+                            row["name"] not in COMPUTE_BOUND))
     return out
+
+
+def _namespace(x, xn, lib, tensor, shape):
+    """The example namespace of the benchmark: the op tests' names, and
+    the case's size (see SIZED_EXAMPLES)."""
+    ns = refs.example_namespace(x, xn, lib, tensor)
+    rows, cols = shape
+    rng = _rng()
+    ns.update(shape=shape, n=rows * cols,
+              rows8=tensor(rng.permutation(rows)[:max(rows // 8, 1)].astype(np.int64)),
+              flat=tensor(rng.integers(0, rows * cols, rows * cols).astype(np.int64)))
+    return ns
 
 
 def func_cases(row):
-    """An EV_FUNC row called with its example arguments on a float32 x of 1K
-    and 1M elements, as function (or method), beside its NumPy reference and
-    the PyTorch function of the same name when one takes the same arguments."""
+    """An EV_FUNC row called with its example arguments (SIZED_EXAMPLES
+    where they are tiny) on a float32 x of 1K and 1M elements, as function
+    (or method), beside NumPy's and the PyTorch function of the same name
+    when one takes the same arguments. The copy rows also run on a
+    transposed x (a transposing copy)."""
     name, bound = row["name"], row["bound"]
-    np_fn = refs.reference(row)
+    np_fn = _numpy_fn(row)
+    example = SIZED_EXAMPLES.get(name, row["example"])
+    layouts = ["contiguous", "transposed"] if row["bench"] == "copy" else ["contiguous"]
     out = []
     for size, shape in FUNC_SHAPES.items():
-        def make(shape=shape):
-            xn = np.random.default_rng(0).uniform(-3, 3, shape).astype(np.float32)
-            x = ev.tensor(xn)
-            a_ev = eval(row["example"], refs.example_namespace(x, xn, ev, ev.tensor))
-            a_np = eval(row["example"], refs.example_namespace(xn, xn, ev, np.asarray))
-            if bound == "FN":
-                run_ev = lambda: getattr(ev, name)(*a_ev)  # noqa: E731
-                run_np = lambda: np_fn(*a_np)  # noqa: E731
-            elif bound == "BOTH":
-                run_ev = lambda: getattr(ev, name)(x, *a_ev)  # noqa: E731
-                run_np = lambda: np_fn(xn, *a_np)  # noqa: E731
-            else:
-                run_ev = lambda: getattr(x, name)(*a_ev)  # noqa: E731
-                run_np = lambda: np_fn(xn, *a_np)  # noqa: E731
-            return run_ev, run_np, _torch_func(row, xn)
-        out.append(Case(f"{name} float32 {size}", size, make))
+        for layout in layouts:
+            def make(shape=shape, layout=layout):
+                xn = _rng().uniform(-3, 3, shape).astype(np.float32)
+                x = ev.tensor(xn)
+                if layout == "transposed":
+                    xn, x = xn.T, x.transpose(0, 1)
+                a_ev = eval(example, _namespace(x, xn, ev, ev.tensor, shape))
+                a_np = eval(example, _namespace(xn, xn, ev, np.asarray, shape))
+                if bound == "FN":
+                    call_ev = (getattr(ev, name),) + tuple(a_ev)
+                    call_np = (np_fn,) + tuple(a_np)
+                elif bound == "BOTH":
+                    call_ev = (getattr(ev, name), x) + tuple(a_ev)
+                    call_np = (np_fn, xn) + tuple(a_np)
+                else:
+                    call_ev = (getattr(x, name),) + tuple(a_ev)
+                    call_np = (np_fn, xn) + tuple(a_np)
+                run_ev = lambda: call_ev[0](*call_ev[1:])  # noqa: E731
+                run_np = None
+                moved = 0
+                if np_fn is not None:
+                    run_np = lambda: call_np[0](*call_np[1:])  # noqa: E731
+                    res = run_np()
+                    shared = isinstance(res, np.ndarray) and any(
+                        isinstance(a, np.ndarray) and np.shares_memory(a, res)
+                        for a in call_np[1:])
+                    moved = 0 if shared else _nbytes(call_np[1:], res)  # a view moves nothing
+                return run_ev, run_np, _torch_func(row, xn, example, shape), moved
+            out.append(Case(f"{name} float32 {size}"
+                            + (f" {layout}" if len(layouts) > 1 else ""), size, make,
+                            name in MEMORY_BOUND_FUNCS))
     return out
 
 
-def _torch_func(row, xn):
+# PyTorch's functions of other names than ours.
+TORCH_FUNCS = {}
+if torch is not None:
+    TORCH_FUNCS = {"cross_entropy": torch.nn.functional.cross_entropy,
+                   "cast": lambda t, dtype: t.to(dtype),
+                   "one_hot": torch.nn.functional.one_hot}
+
+
+def _torch_func(row, xn, example, shape):
     """PyTorch's function (or method) of the row's name on the same arguments,
     or None when it has none that takes them."""
     if torch is None:
         return None
-    t = torch.from_numpy(xn.copy())
+    t = torch.from_numpy(np.ascontiguousarray(xn.T)).T if not xn.flags.c_contiguous \
+        else torch.from_numpy(xn.copy())
     try:
-        args = eval(row["example"], refs.example_namespace(t, xn, torch, torch.as_tensor))
-        if row["bound"] == "METHOD":
-            fn = getattr(t, row["name"])
+        args = eval(example, _namespace(t, xn, torch, torch.as_tensor, shape))
+        name = row["name"]
+        if name in TORCH_FUNCS:
+            fn = TORCH_FUNCS[name]
+            call = (lambda: fn(*args)) if row["bound"] == "FN" else (lambda: fn(t, *args))
+            call()
+            return call
+        if row["bound"] == "METHOD" or not hasattr(torch, name):
+            fn = getattr(t, name)  # a method only (contiguous, clone)
             fn(*args)
             return lambda: fn(*args)
-        fn = getattr(torch, row["name"])
+        fn = getattr(torch, name)
         call = (lambda: fn(*args)) if row["bound"] == "FN" else (lambda: fn(t, *args))
         call()
         return call
@@ -146,7 +298,7 @@ def cases_for(row):
         return []
     dt = _dtype_for(row)
     ev_fn = getattr(ev, row["name"])
-    np_fn = refs.reference(row)
+    np_fn = _numpy_fn(row)
     t_fn = _torch_fn(row)
     binary = row["family"] == "binary"
     out = []
@@ -154,7 +306,7 @@ def cases_for(row):
         layouts = ["contiguous", "transposed"] + (["broadcast"] if binary else [])
         for layout in layouts:
             def make(shape=shape, layout=layout):
-                rng = np.random.default_rng(0)
+                rng = _rng()
                 a = refs.draw(rng, row["domain"], dt, shape, 0)
                 b = refs.draw(rng, row["domain"], dt, shape, 1)
                 if layout == "broadcast":
@@ -176,10 +328,12 @@ def cases_for(row):
 
                 def run_np():
                     with np.errstate(all="ignore"):
-                        np_fn(*args_np)
+                        return np_fn(*args_np)
                 run_t = (lambda: t_fn(*args_t)) if t_fn is not None else None
-                return run_ev, run_np, run_t
-            out.append(Case(f"{row['name']} {dt} {size} {layout}", size, make))
+                moved = _nbytes(args_np, run_np()) if np_fn is not None else 0
+                return run_ev, (run_np if np_fn is not None else None), run_t, moved
+            out.append(Case(f"{row['name']} {dt} {size} {layout}", size, make,
+                            row["name"] not in COMPUTE_BOUND and layout != "transposed"))
     return out
 
 
@@ -193,8 +347,10 @@ def _time(fn, inner, sync=None):
 
 
 def measure(case, repeats):
-    run_ev, run_np, run_t = case.make()
-    runs = [run_ev, run_np] + ([run_t] if run_t else [])
+    """Median seconds per op of eagervm, NumPy and PyTorch (None: no such
+    peer), and the bytes the op moves."""
+    run_ev, run_np, run_t, moved = case.make()
+    runs = [r for r in (run_ev, run_np, run_t) if r is not None]
     syncs = [ev.synchronize] + [None] * (len(runs) - 1)
     for fn, sync in zip(runs, syncs):
         _time(fn, 2, sync)  # warm-up: allocator caches, lazy imports, page faults
@@ -203,8 +359,124 @@ def measure(case, repeats):
     for _ in range(repeats):
         for k, fn in enumerate(runs):  # alternate the peers within each repeat
             times[k].append(_time(fn, inner, syncs[k]))
-    med = [statistics.median(t) for t in times]
-    return med + ([None] if run_t is None else [])
+    med = iter(statistics.median(t) for t in times)
+    return [next(med) if r is not None else None for r in (run_ev, run_np, run_t)] + [moved]
+
+
+# ------------------------------------------------------------- bandwidth
+
+def stream_exe():
+    """bench_stream of the build whose module is imported, else of build/."""
+    here = os.environ.get("EAGERVM_BENCH_STREAM")
+    if here:
+        return here
+    for d in ("build", "build-wheel"):
+        p = os.path.join(ROOT, d, "bench", "bench_stream")
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def measure_bandwidth(n=1 << 20):
+    """The C loop's read, copy and triad GB/s on float32 arrays of n
+    elements, the best over one thread and all cores; None without
+    bench_stream."""
+    exe = stream_exe()
+    if exe is None:
+        return None
+    best = {}
+    for threads in (1, os.cpu_count() or 1):
+        out = subprocess.run([exe, str(n), str(threads)], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        r = json.loads(out)
+        for k in ("read_gbs", "copy_gbs", "triad_gbs"):
+            best[k] = max(best.get(k, 0.0), r[k])
+    return best
+
+
+def limit_for(case_name, bw):
+    """The C loop figure a memory-bound case is held to: read for
+    reductions, triad for two inputs, else copy."""
+    if any(w in case_name for w in (" all", " dim=")) or case_name.split()[0] in (
+            "argmax", "argmin"):
+        return bw["read_gbs"]
+    return bw["copy_gbs"]
+
+
+# ----------------------------------------------------------------- runs
+
+def peer_envs():
+    """(label, python) of each peer environment present: Debian's
+    packages, and the virtual environment of scripts/bench_env.sh."""
+    envs = [("Debian", "/usr/bin/python3")]
+    venv = os.environ.get("EAGERVM_BENCH_VENV", os.path.join(ROOT, ".venv-bench"))
+    py = os.path.join(venv, "bin", "python")
+    if os.path.exists(py):
+        envs.append(("PyPI", py))
+    return envs
+
+
+def run_cases(args, bw):
+    """Runs the cases in this process; returns the summary as a dict."""
+    only = set(filter(None, args.only.split(",")))
+    repeats = 3 if args.quick else args.repeats
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count() or 1)  # Debian's defaults to 1
+    print(f"[{args.label}] eagervm {ev.__version__} ({ev.config()['build']['type']}, BLAS "
+          f"{'on' if ev.config()['blas']['enabled'] else 'off'}, SIMD "
+          f"{ev.config()['simd']['level']}), NumPy {np.__version__}, PyTorch "
+          f"{torch.__version__ + ' (' + str(torch.get_num_threads()) + ' threads)' if torch else 'not installed'}"
+          f", SciPy erf {'yes' if _np_erf is not None else 'no'}")
+    print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
+          f"{'x NumPy':>8} {'x PyTorch':>9} {'GB/s':>7} {'of C':>5}")
+    ratios = {size: ([], []) for size in SIZES}
+    slow, under_bw = [], []
+    for row in ev._C._op_table()["ops"]:
+        if only and row["name"] not in only:
+            continue
+        for case in cases_for(row):
+            if args.quick and not case.name.endswith(("contiguous", "all", "1K", "1M")):
+                continue
+            t_ev, t_np, t_t, moved = measure(case, repeats)
+            r_np = t_np / t_ev if t_np else None
+            r_t = t_t / t_ev if t_t else None
+            if r_np:
+                ratios[case.size][0].append(r_np)
+                if r_np < 0.9:
+                    slow.append((case.name, r_np))
+            if r_t:
+                ratios[case.size][1].append(r_t)
+            gbs = moved / t_ev / 1e9 if moved and case.size == "1M" else None
+            frac = gbs / limit_for(case.name, bw) if gbs and bw and case.memory_bound else None
+            if frac is not None and frac < 0.8:
+                under_bw.append((case.name, frac))
+            print(f"{case.name:<44} {t_ev * 1e6:>11.1f} "
+                  f"{(t_np * 1e6 if t_np else float('nan')):>10.1f} "
+                  f"{(t_t * 1e6 if t_t else float('nan')):>11.1f} "
+                  f"{(f'{r_np:.2f}x' if r_np else '-'):>8} {(f'{r_t:.2f}x' if r_t else '-'):>9} "
+                  f"{(f'{gbs:.1f}' if gbs else ''):>7} {(f'{frac:.0%}' if frac else ''):>5}",
+                  flush=True)
+
+    def gmean(xs):
+        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+    summary = {"label": args.label, "numpy": np.__version__,
+               "torch": torch.__version__ if torch else None, "slow": slow,
+               "under_bandwidth": under_bw, "sizes": {}}
+    print()
+    for size, (rn, rt) in ratios.items():
+        if rn:
+            summary["sizes"][size] = {"numpy": gmean(rn), "torch": gmean(rt) if rt else None,
+                                      "cases": len(rn)}
+            print(f"[{args.label}] geometric mean, {size}: {gmean(rn):.2f}x NumPy over "
+                  f"{len(rn)} cases" + (f", {gmean(rt):.2f}x PyTorch over {len(rt)}" if rt else ""))
+    print(f"[{args.label}] cases below 0.9x NumPy: {len(slow)}")
+    for name, r in sorted(slow, key=lambda kv: kv[1]):
+        print(f"  {name:<44} {r:.2f}x")
+    if bw:
+        print(f"[{args.label}] memory-bound cases below 80% of the C loop: {len(under_bw)}")
+        for name, f in sorted(under_bw, key=lambda kv: kv[1]):
+            print(f"  {name:<44} {f:.0%}")
+    return summary
 
 
 def main(argv=None):
@@ -212,45 +484,59 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--only", default="", help="comma-separated op names")
     ap.add_argument("--quick", action="store_true", help="3 repeats, 1K and 1M contiguous only")
+    ap.add_argument("--here", action="store_true",
+                    help="only this interpreter's NumPy and PyTorch, not every peer environment")
+    ap.add_argument("--label", default="this Python", help=argparse.SUPPRESS)
+    ap.add_argument("--bandwidth", default=None, help=argparse.SUPPRESS)  # JSON, from the parent
+    ap.add_argument("--summary-fd", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    only = set(filter(None, args.only.split(",")))
-    repeats = 3 if args.quick else args.repeats
-    print(f"eagervm {ev.__version__} ({ev.config()['build']['type']}, BLAS "
-          f"{'on' if ev.config()['blas']['enabled'] else 'off'}, SIMD "
-          f"{ev.config()['simd']['level']}), NumPy {np.__version__}, PyTorch "
-          f"{torch.__version__ + ' (' + str(torch.get_num_threads()) + ' threads)' if torch else 'not installed'}")
-    print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
-          f"{'x NumPy':>8} {'x PyTorch':>9}")
-    ratios = {size: ([], []) for size in SIZES}
-    slow = []
-    for row in ev._C._op_table()["ops"]:
-        if only and row["name"] not in only:
-            continue
-        for case in cases_for(row):
-            if args.quick and not case.name.endswith(("contiguous", "all", "1K", "1M")):
-                continue
-            t_ev, t_np, t_t = measure(case, repeats)
-            r_np = t_np / t_ev
-            r_t = t_t / t_ev if t_t else None
-            ratios[case.size][0].append(r_np)
-            if r_t:
-                ratios[case.size][1].append(r_t)
-            if r_np < 0.9:
-                slow.append((case.name, r_np))
-            print(f"{case.name:<44} {t_ev * 1e6:>11.1f} {t_np * 1e6:>10.1f} "
-                  f"{(t_t * 1e6 if t_t else float('nan')):>11.1f} {r_np:>7.2f}x "
-                  f"{(f'{r_t:.2f}x' if r_t else '-'):>9}", flush=True)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.bandwidth is not None or args.here:
+        bw = json.loads(args.bandwidth) if args.bandwidth else measure_bandwidth()
+        summary = run_cases(args, bw)
+        if args.summary_fd is not None:
+            with os.fdopen(args.summary_fd, "w") as f:
+                json.dump(summary, f)
+        return 0
 
-    def gmean(xs):
-        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+    bw = measure_bandwidth()
+    if bw:
+        print(f"C loop (bench_stream), float32 arrays of 1M elements, best of 1 and "
+              f"{os.cpu_count()} threads: read {bw['read_gbs']:.1f} GB/s, copy "
+              f"{bw['copy_gbs']:.1f} GB/s, triad {bw['triad_gbs']:.1f} GB/s")
+    else:
+        print("bench_stream not built (cmake --build build): no bandwidth figures")
+    summaries = []
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
+    for label, py in peer_envs():
+        r, w = os.pipe()
+        cmd = [py, os.path.abspath(__file__), *passthrough, "--label", label,
+               "--bandwidth", json.dumps(bw or {}), "--summary-fd", str(w)]
+        print(flush=True)
+        proc = subprocess.Popen(cmd, pass_fds=(w,))
+        os.close(w)
+        with os.fdopen(r) as f:
+            text = f.read()
+        if proc.wait() != 0 or not text:
+            print(f"[{label}] {py} failed (exit {proc.returncode})")
+            continue
+        summaries.append(json.loads(text))
+    bw_after = measure_bandwidth()
     print()
-    for size, (rn, rt) in ratios.items():
-        if rn:
-            print(f"geometric mean, {size}: {gmean(rn):.2f}x NumPy over {len(rn)} cases"
-                  + (f", {gmean(rt):.2f}x PyTorch" if rt else ""))
-    print(f"cases below 0.9x NumPy: {len(slow)}")
-    for name, r in sorted(slow, key=lambda kv: kv[1]):
-        print(f"  {name:<44} {r:.2f}x")
+    if bw_after:
+        print(f"C loop again at the end: read {bw_after['read_gbs']:.1f}, copy "
+              f"{bw_after['copy_gbs']:.1f}, triad {bw_after['triad_gbs']:.1f} GB/s")
+    print("summary (targets: every case >= 0.9x NumPy; large cases >= 1.5x NumPy and "
+          ">= 1.0x PyTorch; memory-bound cases >= 80% of the C loop)")
+    for s in summaries:
+        for size, g in s["sizes"].items():
+            print(f"  {s['label']:<7} NumPy {s['numpy']:<8} PyTorch {str(s['torch']):<14} {size}: "
+                  f"{g['numpy']:.2f}x NumPy, "
+                  + (f"{g['torch']:.2f}x PyTorch" if g["torch"] else "no PyTorch")
+                  + f" ({g['cases']} cases)")
+        print(f"  {s['label']:<7} below 0.9x NumPy: {len(s['slow'])}; memory-bound below 80%: "
+              f"{len(s['under_bandwidth'])}")
     return 0
 
 
