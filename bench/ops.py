@@ -111,8 +111,8 @@ NUMPY_PEERS = {
     "randperm": lambda n: _GEN.permutation(n),
     "rand_like": lambda x: _GEN.random(x.shape, np.float32),
     "randn_like": lambda x: _GEN.standard_normal(x.shape, np.float32),
-    "uniform_": lambda x: _GEN.random(out=x),
-    "normal_": lambda x: _GEN.standard_normal(out=x),
+    "uniform_": lambda x: _GEN.random(dtype=np.float32, out=x),
+    "normal_": lambda x: _GEN.standard_normal(dtype=np.float32, out=x),
     "topk": _np_topk,
     "cross_entropy": _np_cross_entropy,
 }
@@ -187,7 +187,12 @@ def reduction_cases(row):
                 if t_fn is not None:
                     # torch.max(x, dim) also returns indices: use amax/amin there.
                     tf = {"max": torch.amax, "min": torch.amin}.get(row["name"], t_fn)
-                    run_t = (lambda: tf(ta)) if dim is None else (lambda: tf(ta, dim))
+                    if dim is not None:
+                        run_t = lambda: tf(ta, dim)  # noqa: E731
+                    elif row["name"] == "logsumexp":  # PyTorch's needs the dims
+                        run_t = lambda: tf(ta, tuple(range(ta.ndim)))  # noqa: E731
+                    else:
+                        run_t = lambda: tf(ta)  # noqa: E731
                 return ((lambda: ev_fn(ea, dim)), (lambda: np_fn(a, dim)), run_t,
                         _nbytes(a, np_fn(a, dim)))
             out.append(Case(f"{row['name']} {dt} {size} {what}", size, make,
@@ -324,7 +329,7 @@ def cases_for(row):
                 args_t = (ta, tb) if binary else (ta,)
 
                 def run_ev():
-                    ev_fn(*args_ev)
+                    return ev_fn(*args_ev)
 
                 def run_np():
                     with np.errstate(all="ignore"):

@@ -59,6 +59,47 @@ def test_row_is_complete(row):
     assert isinstance(row["grad"], str)
 
 
+def _as_numpy(r):
+    if isinstance(r, (tuple, list)):
+        return [_as_numpy(v) for v in r]
+    return np.asarray(r.numpy() if hasattr(r, "numpy") else r)
+
+
+def _close(a, b, what):
+    if isinstance(a, list):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), what
+        for u, v in zip(a, b):
+            _close(u, _as_numpy(v), what)
+        return
+    b = np.asarray(b)
+    assert a.shape == b.shape, what
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=2e-4,
+                                   atol=2e-5, err_msg=what)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=what)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
+def test_bench_cases_do_the_same_work(row):
+    """Each 1K case of bench/ops.py computes the same result on eagervm's
+    side as on NumPy's (and PyTorch's, when it has one): the benchmark
+    compares the same math."""
+    for case in bench_ops.cases_for(row):
+        if case.size != "1K":
+            continue
+        run_ev, run_np, run_t, moved = case.make()
+        got = run_ev()
+        if row["name"] in op_refs.UNSET_VALUES or row["family"] == "func" and \
+                row["name"].endswith("_") and row["name"] not in ("copy_", "fill_"):
+            continue  # random values, or in place: the bench repeats it on its input
+        mine = _as_numpy(got)
+        if run_np is not None:
+            _close(mine, _as_numpy(run_np()), case.name + " vs NumPy")
+        if run_t is not None:
+            _close(mine, _as_numpy(run_t()), case.name + " vs PyTorch")
+
+
 @pytest.mark.parametrize("row", ROWS, ids=ids(ROWS))
 def test_row_is_bound_as_the_table_says(row):
     name = row["name"]
