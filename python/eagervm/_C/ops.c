@@ -625,6 +625,11 @@ PyObject *evpy_contiguous_fn(evpy_state *st, int code, PyObject *const *args,
     }
     ev_tensor *out;
     int rc = code ? ev_cast(&ex, x, ev_tensor_dtype(x), &out) : ev_contiguous(&ex, x, &out);
+    if (rc == 0 && out == x) {
+        /* Already contiguous: the input itself, as PyTorch's (no new object). */
+        ev_tensor_unref(out);
+        return Py_NewRef(a[0]);
+    }
     return evpy_finish(st, rc, out);
 }
 
