@@ -170,6 +170,44 @@ static void mat_strides(const ev_tensor *t, int is1d, int as_row, int64_t *sr, i
     }
 }
 
+#ifdef EV_HAVE_BLAS
+/* C = A A^T when B is A's transpose (x @ x.T, a Gram matrix): the product
+ * is symmetric, so syrk computes one triangle with half gemm's multiply-
+ * adds and the other is mirrored, as NumPy's matmul does. The mirror copy
+ * goes in tiles so that both sides stay in cache. */
+#define MIRROR_TILE 64
+static void mirror_upper(char *C, int64_t n, size_t esz)
+{
+    for (int64_t i0 = 0; i0 < n; i0 += MIRROR_TILE) {
+        for (int64_t j0 = 0; j0 <= i0; j0 += MIRROR_TILE) {
+            int64_t i1 = i0 + MIRROR_TILE < n ? i0 + MIRROR_TILE : n;
+            int64_t j1 = j0 + MIRROR_TILE < n ? j0 + MIRROR_TILE : n;
+            for (int64_t i = i0; i < i1; i++) {
+                for (int64_t j = j0; j < j1 && j < i; j++) {
+                    memcpy(C + (size_t)(i * n + j) * esz, C + (size_t)(j * n + i) * esz, esz);
+                }
+            }
+        }
+    }
+}
+
+static void gram(const mm_arg *a, ev_dtype dt, enum CBLAS_TRANSPOSE TA, int64_t lda,
+                 const char *A, char *C)
+{
+    int64_t n = a->n, k = a->k;
+    blas_enter(n * k * n / 2);
+    if (dt == EV_FLOAT32) {
+        cblas_ssyrk(CblasRowMajor, CblasUpper, TA, (blasint)n, (blasint)k, 1.0f,
+                    (const float *)A, (blasint)lda, 0.0f, (float *)C, (blasint)n);
+    } else {
+        cblas_dsyrk(CblasRowMajor, CblasUpper, TA, (blasint)n, (blasint)k, 1.0,
+                    (const double *)A, (blasint)lda, 0.0, (double *)C, (blasint)n);
+    }
+    blas_leave();
+    mirror_upper(C, n, ev__dsize(dt));
+}
+#endif
+
 static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B, char *C)
 {
     int64_t n = a->n, k = a->k, m = a->m;
@@ -189,6 +227,10 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
          * otherwise. */
         enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
+        if (A == B && n == m && n > 1 && asr == bsc && asc == bsr) {
+            gram(a, dt, TA, lda, A, C);
+            return;
+        }
         blas_enter(n * k * m);
         if (dt == EV_FLOAT32) {
             cblas_sgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0f,

@@ -1,7 +1,7 @@
 /* Tests of matmul: every operand form NumPy's matmul accepts (1-D, 2-D,
  * batched with broadcasting) and every dtype, against a reference product
  * computed here in float64, with transposed, strided and expanded views,
- * zero-size and large operands, concurrent matmuls on two workers, and the
+ * the Gram-matrix form x @ x.T, zero-size and large operands, concurrent matmuls on two workers, and the
  * errors raised at the call. */
 #define EV_TEST_CONCURRENCY 1
 #include "tensor_test.h"
@@ -209,6 +209,25 @@ static void test_large(void)
     ev_tensor_unref(x);
 }
 
+/* x @ x.T and x.T @ x (B is A's transpose, one storage): the Gram-matrix
+ * path (syrk and a mirrored triangle) gives the reference product, both
+ * triangles, at sizes around the mirror's tiles. */
+static void test_gram(void)
+{
+    const int64_t shapes[][2] = {{2, 3}, {7, 5}, {64, 9}, {65, 130}, {130, 65}, {200, 1}};
+    ev_dtype dts[] = {EV_FLOAT32, EV_FLOAT64};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        for (size_t d = 0; d < 2; d++) {
+            ev_tensor *x = make(dts[d], 2, shapes[s], (int)s + 3), *xt;
+            CHECK_OK(ev_transpose(x, 0, 1, &xt));
+            check_matmul(x, xt, dts[d], 1e-6);
+            check_matmul(xt, x, dts[d], 1e-6);
+            ev_tensor_unref(xt);
+            ev_tensor_unref(x);
+        }
+    }
+}
+
 static void test_zero_size(void)
 {
     for (int dt = EV_INT32; dt <= EV_FLOAT64; dt++) {
@@ -352,6 +371,7 @@ int main(void)
     RUN_TEST(test_forms);
     RUN_TEST(test_views);
     RUN_TEST(test_large);
+    RUN_TEST(test_gram);
     RUN_TEST(test_zero_size);
     RUN_TEST(test_narrow_int);
     RUN_TEST(test_errors);
