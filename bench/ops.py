@@ -91,7 +91,7 @@ def _rng():
 # NumPy's side where the op test's reference is not what a NumPy user would
 # run: the random references return zeros (the tests compare only shapes),
 # erf goes through SciPy, topk through argpartition, cross_entropy in the
-# input's dtype. Each takes the row's arguments.
+# input's dtype, flip copies. Each takes the row's arguments.
 def _np_topk(x, k):
     idx = np.argpartition(-x, k - 1, axis=-1)[..., :k]
     vals = np.take_along_axis(x, idx, -1)
@@ -114,6 +114,8 @@ NUMPY_PEERS = {
     "uniform_": lambda x: _GEN.random(dtype=np.float32, out=x),
     "normal_": lambda x: _GEN.standard_normal(dtype=np.float32, out=x),
     "topk": _np_topk,
+    # np.flip is a view; eagervm's flip (as PyTorch's) makes a new tensor.
+    "flip": lambda x, dims: refs.flip(x, dims).copy(),
     "cross_entropy": _np_cross_entropy,
 }
 if _np_erf is not None:
