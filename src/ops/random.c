@@ -527,7 +527,12 @@ static void affine_f32(const rand_arg *a, float *restrict v, int64_t m)
     double p = a->a, q = a->b;
     if (a->dist == DIST_NORMAL) {
         for (int64_t i = 0; i < m; i++) {
-            v[i] = (float)(p + q * (double)v[i]);
+            /* Rounded as IEEE does beyond float32's range (FLT_MAX up to
+             * the midpoint to 2^128, inf from there) without C's undefined
+             * conversion of an out-of-range value. */
+            double x = p + q * (double)v[i], ax = fabs(x);
+            double y = ax >= 0x1.ffffffp127 ? INFINITY : ax > FLT_MAX ? FLT_MAX : ax;
+            v[i] = (float)(x < 0 ? -y : ax <= FLT_MAX ? x : y);
         }
         return;
     }
