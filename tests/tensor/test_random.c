@@ -197,7 +197,7 @@ static void test_matches_reference(void)
                                              EV_INT64, EV_INT64};
                     for (int op = 0; op < 6; op++) {
                         CHECK_OK(ev_generator_set_state(g, &st));
-                        if (strided) {
+                        if (strided && op < 4) {
                             /* Every other element of a buffer: a view with stride 2. */
                             CHECK_OK(ev_empty(&EX, dts[op], 1, SHAPE(2 * n), &base[op]));
                             CHECK_OK(ev_slice(base[op], 0, 1, INT64_MAX, 2, &t[op]));
