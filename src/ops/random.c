@@ -941,26 +941,45 @@ static void perm_drop(void *p)
 /* Fisher-Yates from the top: position i swaps with j = floor(r_i (i + 1) /
  * 2^64), uniform in [0, i], r_i the 64 bits of words 2i and 2i+1 whatever
  * happened before, so the permutation is a pure function of the counters
- * reserved at the call. The draws come a piece at a time from the vector
- * loop; the swaps are serial. */
-#define PERM_SHUFFLE(T)                                                   \
-    do {                                                                  \
-        T *v = (T *)ev__tensor_ptr(a->t);                                 \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            v[i] = (T)i;                                                  \
-        }                                                                 \
-        for (int64_t top = n - 1; top > 0; top -= PIECE) {                \
-            int64_t first = top - PIECE + 1 > 1 ? top - PIECE + 1 : 1;    \
-            gen_elems(&j, first, top - first + 1, draws);                 \
-            for (int64_t i = top; i >= first; i--) {                      \
-                uint64_t hi, lo;                                          \
-                mul64(draws[i - first], (uint64_t)i + 1, &hi, &lo);       \
-                T tmp = v[i];                                             \
-                v[i] = v[hi];                                             \
-                v[hi] = tmp;                                              \
-            }                                                             \
-        }                                                                 \
+ * reserved at the call. The draws and their partners come a piece at a
+ * time from vector loops; the swaps are serial, each partner prefetched a
+ * few swaps ahead so that the cache misses of a large tensor overlap. */
+#define PERM_AHEAD 16
+#define PERM_SHUFFLE(T)                                                        \
+    do {                                                                       \
+        T *v = (T *)ev__tensor_ptr(a->t);                                      \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            v[i] = (T)i;                                                       \
+        }                                                                      \
+        for (int64_t top = n - 1; top > 0; top -= PIECE) {                     \
+            int64_t first = top - PIECE + 1 > 1 ? top - PIECE + 1 : 1;         \
+            int64_t cnt = top - first + 1;                                     \
+            gen_elems(&j, first, cnt, draws);                                  \
+            for (int64_t k = 0; k < cnt; k++) {                                \
+                draws[k] = perm_partner(draws[k], (uint64_t)(first + k) + 1);  \
+            }                                                                  \
+            for (int64_t k = cnt - 1; k >= 0; k--) {                           \
+                if (k >= PERM_AHEAD) {                                         \
+                    __builtin_prefetch(&v[draws[k - PERM_AHEAD]], 1);          \
+                }                                                              \
+                T tmp = v[first + k];                                          \
+                v[first + k] = v[draws[k]];                                    \
+                v[draws[k]] = tmp;                                             \
+            }                                                                  \
+        }                                                                      \
     } while (0)
+
+/* floor(r m / 2^64), r's partner in [0, m). */
+static inline uint64_t perm_partner(uint64_t r, uint64_t m)
+{
+#ifdef __SIZEOF_INT128__
+    return (uint64_t)(((unsigned __int128)r * m) >> 64);
+#else
+    uint64_t hi, lo;
+    mul64(r, m, &hi, &lo);
+    return hi;
+#endif
+}
 
 static int perm_kernel(void *p, ev_kctx *kc)
 {
