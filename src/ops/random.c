@@ -1,6 +1,9 @@
 /* Random numbers: the Philox4x32-10 counter-based generator, generator
  * objects, and rand/randn/randint/uniform_/normal_/randperm, each one
  * instruction whose values depend only on (seed, offset, element index).
+ * Kernels generate whole blocks in vector loops and split large tensors
+ * over the intra-op threads by element index, so neither the CPU's vector
+ * width nor the split changes a bit of the result.
  *
  * Lock order: a generator's lock is a leaf. It is held only to read or move
  * the state, never while allocating or calling into the engine, so it nests
@@ -19,6 +22,10 @@
 
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
+
+#ifdef EV__SIMD_CLONES_BUILT
+#include <immintrin.h> /* the AVX-512 Philox loop */
+#endif
 
 /* ------------------------------------------------------------------ Philox */
 
@@ -373,8 +380,6 @@ static void philox_words_c(const round_keys *restrict rk, uint64_t b0, int nb,
 }
 
 #ifdef EV__SIMD_CLONES_BUILT
-#include <immintrin.h>
-
 /* Eight blocks a step, one per 64-bit lane with its word in the low half:
  * vpmuludq multiplies exactly those halves, so a round is two multiplies,
  * two shifts and two three-way XORs, and the high halves' leftovers never
