@@ -18,6 +18,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ops/ops-impl.h"
@@ -462,15 +463,27 @@ static void philox_words_avx2(const round_keys *restrict rk, uint64_t b0, int nb
 }
 #endif
 
+/* Test hook: the widest Philox loop kernels may use (0: the best the CPU
+ * has, 1: the portable loop, 2: up to AVX2, 3: up to AVX-512), so that one
+ * machine checks every loop against the others. Not for production use. */
+static _Atomic int philox_cap;
+
+EV_API void ev__random_cap_philox(int level);
+EV_API void ev__random_cap_philox(int level)
+{
+    atomic_store_explicit(&philox_cap, level, memory_order_relaxed);
+}
+
 static void philox_words(const round_keys *rk, uint64_t b0, int nb, uint32_t *w)
 {
 #ifdef EV__SIMD_CLONES_BUILT
+    int cap = atomic_load_explicit(&philox_cap, memory_order_relaxed);
     /* The tests the clones' resolvers make; __cpu_model is set up by then. */
-    if (__builtin_cpu_supports("x86-64-v4")) {
+    if ((cap == 0 || cap >= 3) && __builtin_cpu_supports("x86-64-v4")) {
         philox_words_avx512(rk, b0, nb, w);
         return;
     }
-    if (__builtin_cpu_supports("x86-64-v3")) {
+    if ((cap == 0 || cap >= 2) && __builtin_cpu_supports("x86-64-v3")) {
         philox_words_avx2(rk, b0, nb, w);
         return;
     }

@@ -9,8 +9,9 @@
 
 #include "tensor_test.h"
 
-/* Test hook exported by the library (core/internal.h). */
+/* Test hooks exported by the library (core/internal.h, ops/random.c). */
 void ev__fail_alloc_after(long n);
+void ev__random_cap_philox(int level);
 
 /* ----------------------------------------------------------------- helpers */
 
@@ -177,7 +178,7 @@ static uint64_t word64_ref(uint64_t seed, uint64_t offset, uint64_t k)
  * split over the intra-op threads when large) and on strided views (the
  * buffered path): uniform and integer values bit for bit, normal values
  * within a few ulp of libm's Box-Muller. */
-static void test_matches_reference(void)
+static void matches_reference(void)
 {
 #ifdef __SIZEOF_INT128__
     const uint64_t seeds[2] = {0, 0xdeadbeefcafebabeu};
@@ -282,6 +283,16 @@ static void test_matches_reference(void)
         }
     }
 #endif
+}
+
+/* ... with each Philox loop the library has (those the CPU lacks fall back
+ * to the next narrower one). */
+static void test_matches_reference(void)
+{
+    for (int level = 3; level >= 0; level--) {
+        ev__random_cap_philox(level);
+        matches_reference();
+    }
 }
 
 /* Same seed, same values; another seed or the next call, other values; the
