@@ -332,6 +332,29 @@ static inline double sqrt_pos_f64(double v)
     return s + 0.5 * y * (v - s * s);
 }
 
+/* log u for u in [2^-33, 1]: vmath.h's log_f32 without the special cases
+ * (zero, negative, subnormal, inf, NaN), which cannot occur here. */
+static inline float log_unit_f32(float u)
+{
+    uint32_t bits;
+    memcpy(&bits, &u, sizeof bits);
+    int32_t e = (int32_t)(bits >> 23) - 126;
+    bits = (bits & 0x007fffffu) | 0x3f000000u; /* m in [0.5, 1) */
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    int small = m < 0.707106781186547524f;
+    float ef = (float)(small ? e - 1 : e);
+    float t = small ? m + m - 1.0f : m - 1.0f;
+    float z = t * t;
+    float y = ((((((((7.0376836292e-2f * t - 1.1514610310e-1f) * t + 1.1676998740e-1f) * t -
+                    1.2420140846e-1f) * t + 1.4249322787e-1f) * t - 1.6668057665e-1f) * t +
+                 2.0000714765e-1f) * t - 2.4999993993e-1f) * t + 3.3333331174e-1f) * t * z;
+    y += -2.12194440e-4f * ef;
+    y += -0.5f * z;
+    float r = t + y;
+    return r + 0.693359375f * ef;
+}
+
 /* log u for u in (0, 1], not subnormal (so no special cases): fdlibm's
  * e_log.c, about 1 ulp. u = 2^k m with m in [sqrt(2)/2, sqrt(2)), then
  * log m = f - f^2/2 + s (f^2/2 + R(s^2)) with f = m - 1, s = f / (2 + f). */
@@ -525,7 +548,7 @@ static void conv_normal_f32(const uint32_t *restrict w, int nb, float *restrict 
 {
     for (int i = 0; i < nb; i++) {
         float u1 = (float)(int32_t)(w[4 * i + 1] >> 1) * 0x1p-31f + 0x1p-33f;
-        float r = sqrt_pos_f32(-2.0f * log_f32(u1));
+        float r = sqrt_pos_f32(-2.0f * log_unit_f32(u1));
         float s, c;
         sincos2pi_f32(u24(w[4 * i + 3]), &s, &c);
         o[2 * i] = r * c;
