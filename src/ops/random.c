@@ -8,8 +8,10 @@
  * Lock order: a generator's lock is a leaf. It is held only to read or move
  * the state, never while allocating or calling into the engine, so it nests
  * inside nothing and nothing nests inside it. */
-/* The vectorizing options of src/ops/unary.c (see there), before the
- * includes so that vmath.h's functions get them too. */
+/* The vectorizing options of src/ops/unary.c (see there). The elementary
+ * functions below are this file's own rather than vmath.h's: each needs
+ * only the range Box-Muller gives it (u in (0, 1], an exact reduction of
+ * 2 pi u), which makes them shorter. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", \
                      "fp-contract=off")
@@ -22,7 +24,6 @@
 #include <string.h>
 
 #include "ops/ops-impl.h"
-#include "ops/vmath.h"
 
 #ifdef EV__SIMD_CLONES_BUILT
 #include <immintrin.h> /* the AVX-512 and AVX2 Philox loops */
@@ -332,8 +333,9 @@ static inline double sqrt_pos_f64(double v)
     return s + 0.5 * y * (v - s * s);
 }
 
-/* log u for u in [2^-33, 1]: vmath.h's log_f32 without the special cases
- * (zero, negative, subnormal, inf, NaN), which cannot occur here. */
+/* log u for u in [2^-33, 1]: the log_f32 of vmath.h (as of this writing;
+ * Cephes' polynomial, about 1 ulp) without the special cases (zero,
+ * negative, subnormal, inf, NaN), which cannot occur here. */
 static inline float log_unit_f32(float u)
 {
     uint32_t bits;
