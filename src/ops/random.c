@@ -168,13 +168,12 @@ static void reserve(ev_generator *gen, int64_t numel, int wpe, counters *w)
 
 /* ------------------------------------------------------------------ kernel
  *
- * The generators work on whole Philox blocks, many at once: each loop below
- * runs one block per iteration on 32-bit lanes, which GCC vectorizes (the
- * 32x32->64 multiplies become vpmuludq), and turns its four words into the
- * block's elements in the same iteration, so the words never leave the
- * registers. A block's counter is its index, so any range of elements can be
- * generated on its own: the kernel splits a large tensor over the intra-op
- * threads and every split gives the same bits. */
+ * The generators work on whole Philox blocks, many at once: a vector loop
+ * computes the words of a piece of blocks (one block per lane), and another
+ * turns them into the blocks' elements. A block's counter is its index, so
+ * any range of elements can be generated on its own: the kernel splits a
+ * large tensor over the intra-op threads and every split gives the same
+ * bits. */
 
 /* The ten round keys of a seed (the Weyl sequence), shared by every block. */
 typedef struct round_keys {
@@ -189,7 +188,9 @@ static void round_keys_init(round_keys *rk, const uint32_t key[2])
     }
 }
 
-/* One Philox round on the lanes c0..c3 (as philox4x32_10). */
+/* One round of Philox4x32 on the words c0..c3: two 32x32->64 multiplies,
+ * their halves crossed and XORed with the round key (Random123's philox.h;
+ * tests/tensor/test_random.c checks its known answers). */
 #define PHILOX_ROUND(R)                                              \
     do {                                                             \
         uint64_t p0_ = (uint64_t)PHILOX_M0 * c0;                     \
@@ -385,9 +386,10 @@ static inline double log_unit_f64(double u)
  *
  * philox_words writes the words of blocks b0 .. b0 + nb - 1 in order; the
  * loops after it turn a piece of words into elements. Split so that the
- * Philox loop, the bulk of the work, can have a hand-written AVX-512 form
- * (GCC's own vectorization of the 32x32->64 multiplies spends most of its
- * instructions moving lanes around); both forms give the same bits. */
+ * Philox loop, the bulk of the work, can have hand-written AVX-512 and AVX2
+ * forms (GCC's own vectorization of the 32x32->64 multiplies spends most of
+ * its instructions moving lanes around, 2.2x slower); every form gives the
+ * same bits. */
 
 /* Blocks a piece of words holds (4 KiB on the stack). */
 #define WORD_BLOCKS 256
