@@ -1,9 +1,9 @@
 """The random ops from Python: the same seed gives bit-identical tensors
 whatever the intra-op thread count (EAGERVM_INTRAOP_THREADS, in
-subprocesses), the issuing thread (so the worker), or the layout written
-(contiguous or a strided view, so the chunking); loose distribution checks
-with fixed seeds; and the edges: uniform values stay in [lo, hi), normals
-are finite and bounded, every dtype and odd sizes work."""
+subprocesses), the issuing Python thread, the worker Thread (asyncs), or
+the layout written (contiguous or a strided view, so the chunking); loose
+distribution checks with fixed seeds; and the edges: uniform values stay in
+[lo, hi), normals are finite and bounded, every dtype and odd sizes work."""
 import hashlib
 import math
 import os
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import eagervm as ev
+from eagervm import asyncs
 
 # Not a multiple of a block (4 words), a vector or a chunk, and large
 # enough to split over helper threads.
@@ -89,6 +90,18 @@ def test_same_bits_from_any_issuing_thread():
         th.join()
     for k in range(3):
         for a, b in zip(want, got[k]):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_same_bits_on_any_worker_thread():
+    # eagervm's own worker Threads (asyncs): kernels on other workers, while
+    # the default worker is busy with the same kind of work.
+    want = _draws(ev.Generator(seed=123), 200_003)
+    for _ in range(2):
+        t = asyncs.Thread()
+        with asyncs.thread(t):
+            got = _draws(ev.Generator(seed=123), 200_003)
+        for a, b in zip(want, got):
             assert a.tobytes() == b.tobytes()
 
 

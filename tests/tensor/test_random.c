@@ -1,7 +1,9 @@
 /* Tests of the random ops (rand, randn, randint, uniform_, normal_) and
- * generators: Philox known answers, replay from a saved state, independence
- * from the worker and the time a kernel runs, two issuing threads, loose
- * statistics, zero-size and 0-d results, and the errors raised at the call.
+ * generators: Philox known answers, every op against a scalar reference
+ * with each of the library's Philox loops, replay from a saved state,
+ * independence from the worker and the time a kernel runs, two issuing
+ * threads, loose statistics, zero-size and 0-d results, and the errors
+ * raised at the call.
  * EV_TEST_CONCURRENCY: also run under TSan. */
 #include <pthread.h>
 #include <sched.h>
