@@ -119,6 +119,13 @@ def test_strided_views_get_the_values_of_their_c_order(dtype):
         flat = ev.zeros(2 * 300 * 700, dtype=dtype)
         fill(flat[::-2], ev.Generator(seed=5))
         assert flat.numpy()[::-2].tobytes() == c.numpy().ravel().tobytes()
+        # 4-d with a size-1 dimension, outer and inner dimensions swapped.
+        c4 = ev.zeros(70, 1, 50, 60, dtype=dtype)
+        fill(c4, ev.Generator(seed=6))
+        b4 = ev.zeros(60, 1, 50, 70, dtype=dtype)
+        fill(b4.transpose(0, 3), ev.Generator(seed=6))
+        assert np.ascontiguousarray(b4.numpy().transpose(3, 1, 2, 0)).tobytes() == \
+            c4.numpy().tobytes()
 
 
 def test_uniform_distribution():
