@@ -572,9 +572,9 @@ EV_API int ev_rand(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndi
  * computed in float32 from the high words of those: u1 = (w1 >> 1) 2^-31 +
  * 2^-33 rounded, u2 = (w3 >> 8) 2^-24 (|z| < 6.8), so it agrees with
  * float64 to float32 precision. log, sqrt, sin and cos are the kernel's own
- * (vectorized, within a few ulp of libm's; the same bits on every CPU). No
- * rejection, so each value stays a pure function of its counter. Errors as
- * ev_rand. */
+ * (vectorized, within a few ulp of libm's; the same bits on every x86-64
+ * CPU). No rejection, so each value stays a pure function of its counter.
+ * Errors as ev_rand. */
 EV_API int ev_randn(const ev_exec *ex, ev_generator *gen, ev_dtype dtype, int ndim,
                     const int64_t *shape, ev_tensor **out);
 /* Integers uniform in [low, high) of an integer dtype. With n = high -
