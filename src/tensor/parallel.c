@@ -192,12 +192,14 @@ int ev__parallel_enter(void)
 /* Gives back part of a grant the op cannot use (its pool was busy). */
 static void regrant(int *grant, int now)
 {
+    /* Relaxed: an advisory count (see the budget struct). */
     atomic_fetch_sub_explicit(&budget.granted, *grant - now, memory_order_relaxed);
     *grant = now;
 }
 
 void ev__parallel_leave(int grant)
 {
+    /* Relaxed: advisory counts (see the budget struct). */
     atomic_fetch_sub_explicit(&budget.granted, grant, memory_order_relaxed);
     atomic_fetch_sub_explicit(&budget.running, 1, memory_order_relaxed);
 }
@@ -406,6 +408,7 @@ static void avoid_my_cpu(pool *p, int helpers)
         if (CPU_COUNT(&set) > 0) {
             pthread_setaffinity_np(p->helpers[i].thread, sizeof set, &set);
         }
+        /* Relaxed: the hint again (the helper stores its CPU itself). */
         atomic_store_explicit(&p->helpers[i].cpu, -1, memory_order_relaxed);
     }
 }
