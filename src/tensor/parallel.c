@@ -28,7 +28,11 @@
  * for helpers (8), number of chunks (16), next chunk to claim (16). A helper
  * takes a seat, then claims chunks, each with a CAS that checks the
  * generation, so it never takes a chunk of a job it did not read, and the
- * job's fields cannot change before every chunk is done. */
+ * job's fields cannot change before every chunk is done.
+ *
+ * Locks: a pool's owner lock is held while its job runs (the loop bodies
+ * take no lock of ours); making a pool takes the runtime's extension lock
+ * (ev__vm_ext_install), a leaf. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
