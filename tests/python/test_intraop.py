@@ -149,3 +149,23 @@ def test_two_busy_threads_share_the_cores():
     # started while the other held everything.
     assert st["peak_granted"] <= st["threads"] + 1
     assert st["running"] == 0 and st["granted"] == 0
+
+
+def test_exit_with_large_ops_queued_on_two_threads():
+    """The default runtime lives until the process ends (its pool with it):
+    an exit with large split loops and matmuls still queued on two Threads
+    finishes them and leaves at once, whatever the helpers were doing."""
+    r = run_script("""
+        import eagervm as ev
+        ts = [ev.asyncs.Thread(), ev.asyncs.Thread()]
+        x = ev.ones({n})
+        m = ev.ones(512, 512)
+        for t in ts:
+            with ev.asyncs.thread(t):
+                for _ in range(20):
+                    x = x + 1
+                    p = m @ m
+        print("queued")
+    """.format(n=N), {}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "queued" in r.stdout
