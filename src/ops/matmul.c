@@ -83,7 +83,11 @@ static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t
  * the busy kernels, less what the other large ops hold). The OpenBLAS
  * setting is process-wide and applies to calls that start after it, so a
  * call already running keeps its threads until it returns: the budget
- * bounds what each call asks for when it starts. */
+ * bounds what each call asks for when it starts. Known cost: OpenBLAS's
+ * sgemm/dgemm bits depend on its thread count (it partitions the product
+ * differently), so a large gemm's last bits now depend on whether another
+ * worker was busy when it started, as they did before on whether another
+ * gemm was running. */
 /* Under ThreadSanitizer, OpenBLAS runs single-threaded: its threads hand
  * work over through spin flags in uninstrumented code, which TSan cannot see
  * and reports as races on our buffers. On the calling worker the accesses
