@@ -31,9 +31,10 @@ typedef struct ev_config {
      * (openblas_get_config(): version, target core, threading), "" without
      * BLAS. */
     const char *blas_runtime;
-    /* The most threads one BLAS call may use (openblas_get_num_threads()),
-     * 0 without BLAS. eagervm lowers it per call while other workers are
-     * inside BLAS (see matmul in ops.h). */
+    /* Threads OpenBLAS is set to use (openblas_get_num_threads()), 0
+     * without BLAS. eagervm sets it before each large call to what the core
+     * budget grants (intraop_threads divided by the busy kernels, see
+     * ev_intraop_stats in tensor.h), so it reads the last call's share. */
     int blas_threads;
     /* The instruction set the elementwise kernels were chosen for when the
      * library loaded: "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2, FMA) or
@@ -41,9 +42,10 @@ typedef struct ev_config {
      * under sanitizers or without optimisation, which then reads
      * "baseline (no SIMD clones in this build)". */
     const char *simd;
-    /* Threads (the issuing worker included) that split one large elementwise
-     * loop or reduction (EAGERVM_INTRAOP_THREADS, default the CPUs this
-     * process may use). */
+    /* Threads (the issuing worker included) that one large op running
+     * alone may use: to split an elementwise loop or reduction, or for a
+     * BLAS call (EAGERVM_INTRAOP_THREADS, default the CPUs this process may
+     * use; read once). Busy workers share them. */
     int intraop_threads;
 } ev_config;
 

@@ -339,6 +339,32 @@ EV_API int ev_allocator_empty_cache(int device_type, int device_index);
 /* Sets peak_in_use to the current in_use. */
 EV_API int ev_allocator_reset_peak(int device_type, int device_index);
 
+/* --------------------------------------------------------- intra-op threads */
+
+/* How large ops (loops split over a runtime's intra-op helpers, BLAS calls)
+ * shared the cores: each asks for threads when it starts and gets at most
+ * `threads` divided by the kernels busy then (at least 1, its own), less
+ * what the others already hold. Process-wide. */
+typedef struct ev_intraop_stats {
+    int threads;            /* what one large op alone may use, its own thread
+                               included: EAGERVM_INTRAOP_THREADS or the CPUs */
+    int helpers;            /* helper threads of the live runtimes' pools */
+    int running;            /* large ops running now */
+    int granted;            /* threads they hold now */
+    int peak_granted;       /* the most held at once since start or reset */
+    int last_grant;         /* what the last large op got */
+    int max_grant;          /* the most one op got since start or reset */
+    int max_shared_grant;   /* the most one op got while another kernel was
+                               busy, since start or reset */
+    uint64_t large_ops;     /* large ops started */
+    uint64_t shared_ops;    /* of those, started while another kernel was busy */
+} ev_intraop_stats;
+
+/* Fills *out; safe from any thread. Errors: EV_EINVAL (out is NULL). */
+EV_API int ev_intraop_get_stats(ev_intraop_stats *out);
+/* Starts the "since reset" maxima again from the current state. */
+EV_API void ev_intraop_reset_peak(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,10 +27,9 @@
 
 /* ------------------------------------------------------ memory + messages */
 
-/* The rest of the allocation gate (services.h has malloc, calloc, free). */
+/* The rest of the allocation gate (services.h has malloc, calloc, aligned
+ * malloc, free). */
 void *ev__realloc(void *p, size_t size);
-/* Aligned allocation, released with ev__free. */
-void *ev__aligned_malloc(size_t align, size_t size);
 
 /* ev__cache_free of an object, shaped for ev__call_deferred. */
 void ev__cache_free_obj(void *p);
@@ -214,6 +213,8 @@ typedef struct ev_worker {
     uint64_t *seen_done;             /* owned; [uid] = a completed seq seen there */
     /* What the worker is doing, for stall reports. */
     _Atomic(const char *) running_name;
+    /* 1 while a kernel runs (ev__vm_busy_workers); a hint, relaxed. */
+    _Atomic bool in_kernel;
     _Atomic uint64_t running_seq;
     _Atomic uint32_t waiting_uid;
     _Atomic uint64_t waiting_seq;   /* 0 = not waiting on a dependency */
@@ -295,6 +296,12 @@ struct ev_vm {
      * read without it by waits that reap them. */
     _Atomic uint32_t n_released;
     ev__link live_link;           /* on the process-wide list of runtimes (vm.c) */
+    /* Layers' per-runtime state (services.h); installed under pool_lock. */
+    _Atomic(void *) ext[EV__EXT_COUNT];
+    void (*ext_destroy[EV__EXT_COUNT])(void *p);
+    /* 1 + the highest uid whose worker started: where a scan of workers may
+     * stop. Raised under submit_lock, read without it. */
+    _Atomic uint32_t top_uid;
 };
 
 /* worker.c */

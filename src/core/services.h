@@ -40,6 +40,8 @@ void ev__assert_fail(const char *cond, const char *file, int line) __attribute__
  * (ev__fail_alloc_after) and walk each error path. */
 void *ev__malloc(size_t size);
 void *ev__calloc(size_t n, size_t size);
+/* Aligned allocation, released with ev__free. */
+void *ev__aligned_malloc(size_t align, size_t size);
 void ev__free(void *p);
 
 /* Per-thread caches of fixed-size structs that come and go with every op
@@ -79,5 +81,29 @@ static inline void ev__cpu_relax(void)
     __asm__ __volatile__("yield");
 #endif
 }
+
+/* ------------------------------------------------- per-runtime extensions */
+
+/* State a layer above keeps per runtime, which the engine holds without
+ * knowing what it is (the tensor layer's intra-op pool). */
+enum ev__vm_ext_slot { EV__EXT_INTRAOP, EV__EXT_COUNT };
+
+/* The runtime whose worker the calling thread is, or NULL on other threads. */
+ev_vm *ev__current_vm(void);
+
+/* The state in vm's slot, or NULL before ev__vm_ext_install. Anything the
+ * installer wrote to it before installing is visible. */
+void *ev__vm_ext(ev_vm *vm, int slot);
+
+/* Installs p in vm's slot unless one is there already; returns what the
+ * slot holds after the call (p, or the state a racing caller installed:
+ * then the caller frees its own p). ev_vm_destroy calls destroy(p) after
+ * every worker of vm has stopped, so no kernel uses p then. */
+void *ev__vm_ext_install(ev_vm *vm, int slot, void *p, void (*destroy)(void *p));
+
+/* Workers of vm running a kernel now (not idle, not waiting for a producer
+ * on another worker): a snapshot read without locks, for policies that
+ * share the cores between busy workers. */
+int ev__vm_busy_workers(ev_vm *vm);
 
 #endif

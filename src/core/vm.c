@@ -178,6 +178,14 @@ void ev_vm_destroy(ev_vm *vm)
             ev__worker_stop(w);
         }
     }
+    /* No kernel runs now: the layers' state (the intra-op pool, whose
+     * helpers are joined here) goes, in reverse order of the slots. */
+    for (int i = EV__EXT_COUNT - 1; i >= 0; i--) {
+        void *p = atomic_load_explicit(&vm->ext[i], memory_order_acquire);
+        if (p) {
+            vm->ext_destroy[i](p);
+        }
+    }
     ev__run_deferred(vm); /* what the last instructions handed back */
     ev__free_defer_spares(vm);
     for (size_t i = 0; i < vm->n_slabs; i++) {
@@ -199,6 +207,31 @@ void ev_vm_destroy(ev_vm *vm)
 uint32_t ev_vm_thread_limit(const ev_vm *vm)
 {
     return vm ? vm->limit : 0;
+}
+
+/* -------------------------------------------------------- extensions */
+
+void *ev__vm_ext(ev_vm *vm, int slot)
+{
+    EV_ASSERT(slot >= 0 && slot < EV__EXT_COUNT);
+    /* acquire: pairs with the install's release, so the state is seen
+     * initialised. */
+    return atomic_load_explicit(&vm->ext[slot], memory_order_acquire);
+}
+
+void *ev__vm_ext_install(ev_vm *vm, int slot, void *p, void (*destroy)(void *p))
+{
+    EV_ASSERT(slot >= 0 && slot < EV__EXT_COUNT && p && destroy);
+    pthread_mutex_lock(&vm->pool_lock);
+    void *have = atomic_load_explicit(&vm->ext[slot], memory_order_relaxed);
+    if (!have) {
+        vm->ext_destroy[slot] = destroy;
+        /* release: a reader of the slot sees p's contents. */
+        atomic_store_explicit(&vm->ext[slot], p, memory_order_release);
+        have = p;
+    }
+    pthread_mutex_unlock(&vm->pool_lock);
+    return have;
 }
 
 /* ---------------------------------------------------------- uid pool */

@@ -322,7 +322,11 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
         ev__worker_remember_error(w, ins->seq, poison);
     } else {
         ev_kctx kc = {.w = w, .code = 0};
+        /* Relaxed: read as a hint by large ops sharing the cores; the
+         * stores go to a line only this worker writes. */
+        atomic_store_explicit(&w->in_kernel, true, memory_order_relaxed);
         int rc = ins->kernel(ins->arg, &kc);
+        atomic_store_explicit(&w->in_kernel, false, memory_order_relaxed);
         if (rc != 0) {
             status = 1;
             if (kc.code == 0) {
@@ -394,6 +398,29 @@ EV_TLS_FAST ev_worker *ev__current_worker;
 bool ev__on_worker_thread(void)
 {
     return ev__current_worker != NULL;
+}
+
+ev_vm *ev__current_vm(void)
+{
+    return ev__current_worker ? ev__current_worker->vm : NULL;
+}
+
+int ev__vm_busy_workers(ev_vm *vm)
+{
+    /* All relaxed: a snapshot; nothing is read through it. A worker
+     * waiting for a producer or polling for work does not count (it parks
+     * soon). */
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    int busy = 0;
+    for (uint32_t u = 0; u < top && u <= vm->limit; u++) {
+        /* acquire: pairs with worker_for's release, so the fields read
+         * below are initialised. */
+        ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
+        if (w && atomic_load_explicit(&w->in_kernel, memory_order_relaxed)) {
+            busy++;
+        }
+    }
+    return busy;
 }
 
 static void *worker_main(void *p)
@@ -493,6 +520,11 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     }
     w->vm = vm;
     w->uid = uid;
+    /* Relaxed: under submit_lock, the only writer; a scan that reads an old
+     * bound misses a worker that has not run anything yet. */
+    if (atomic_load_explicit(&vm->top_uid, memory_order_relaxed) < uid + 1) {
+        atomic_store_explicit(&vm->top_uid, uid + 1, memory_order_relaxed);
+    }
     ev__mpsc_init(&w->head, &w->tail, &w->stub);
     atomic_init(&w->cpu, -1);
     atomic_init(&w->wake_at, UINT64_MAX);

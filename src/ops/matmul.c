@@ -76,17 +76,18 @@ static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t
 
 #ifdef EV_HAVE_BLAS
 /* BLAS thread policy. NumPy lets one large matmul use every core, and so do
- * we when it runs alone; but each eagervm worker may be inside a BLAS call at
- * once, and OpenBLAS threads per call would then oversubscribe the cores.
- * The engine does not say how many workers are busy (and the ops layer must
- * not reach into it), so we count what matters here: kernels inside a BLAS
- * call. Before each gemm a kernel asks for max(1, ncores - others), where
- * others is the number of other kernels inside BLAS at that moment. The
- * OpenBLAS setting is process-wide and applies to calls that start after it,
- * so a call already running keeps its threads until it returns: the policy
- * bounds oversubscription to the overlap of calls, it does not remove it.
- * Workers busy with non-BLAS kernels are not counted (they are memory bound
- * and short next to a large gemm). */
+ * we when it runs alone; but a gemm shares the cores with the other busy
+ * workers and their split loops and BLAS calls, and OpenBLAS threads per
+ * call would oversubscribe them. So a large gemm takes its threads from the
+ * core budget of the intra-op pool (ev__parallel_enter: the CPUs divided by
+ * the busy kernels, less what the other large ops hold). The OpenBLAS
+ * setting is process-wide and applies to calls that start after it, so a
+ * call already running keeps its threads until it returns: the budget
+ * bounds what each call asks for when it starts. Known cost: OpenBLAS's
+ * sgemm/dgemm bits depend on its thread count (it partitions the product
+ * differently), so a large gemm's last bits now depend on whether another
+ * worker was busy when it started, as they did before on whether another
+ * gemm was running. */
 /* Under ThreadSanitizer, OpenBLAS runs single-threaded: its threads hand
  * work over through spin flags in uninstrumented code, which TSan cannot see
  * and reports as races on our buffers. On the calling worker the accesses
@@ -99,12 +100,12 @@ static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t
 #endif
 #endif
 
-static atomic_int blas_busy;      /* kernels inside a BLAS call now */
 static atomic_int blas_threads;   /* last count given to OpenBLAS; 0: never set */
 
 static int ncores(void)
 {
     static atomic_int cached;
+    /* Relaxed: every thread computes the same value. */
     int n = atomic_load_explicit(&cached, memory_order_relaxed);
     if (n == 0) {
         long v = sysconf(_SC_NPROCESSORS_ONLN);
@@ -119,23 +120,31 @@ static int ncores(void)
  * (two Threads each running a loop of small matmuls). */
 #define BLAS_SPLIT_MIN ((int64_t)1 << 22)
 
-static void blas_enter(int64_t macs)
+/* Sets OpenBLAS's threads for the call that follows; returns the grant to
+ * hand to blas_leave (0: none taken). */
+static int blas_enter(int64_t macs)
 {
-    /* Relaxed: the count is advisory; no memory is published through it. */
-    int others = atomic_fetch_add_explicit(&blas_busy, 1, memory_order_relaxed);
-    int want = macs < BLAS_SPLIT_MIN ? 1 : ncores() - others;
+    int grant = macs < BLAS_SPLIT_MIN ? 0 : ev__parallel_enter();
+    /* More threads than CPUs (EAGERVM_INTRAOP_THREADS set high) would only
+     * oversubscribe them: OpenBLAS's own default is one per CPU. */
+    int want = grant > ncores() ? ncores() : grant;
     want = want < 1 ? 1 : want;
 #ifdef EV_BLAS_ONE_THREAD
     want = 1;
 #endif
+    /* Relaxed: the last value set, to skip a call that changes nothing; no
+     * memory is published through it. */
     if (atomic_exchange_explicit(&blas_threads, want, memory_order_relaxed) != want) {
         openblas_set_num_threads(want);
     }
+    return grant;
 }
 
-static void blas_leave(void)
+static void blas_leave(int grant)
 {
-    atomic_fetch_sub_explicit(&blas_busy, 1, memory_order_relaxed);
+    if (grant > 0) {
+        ev__parallel_leave(grant);
+    }
 }
 #endif
 
@@ -195,7 +204,7 @@ static void gram(const mm_arg *a, ev_dtype dt, enum CBLAS_TRANSPOSE TA, int64_t 
                  const char *A, char *C)
 {
     int64_t n = a->n, k = a->k;
-    blas_enter(n * k * n / 2);
+    int grant = blas_enter(n * k * n / 2);
     if (dt == EV_FLOAT32) {
         cblas_ssyrk(CblasRowMajor, CblasUpper, TA, (blasint)n, (blasint)k, 1.0f,
                     (const float *)A, (blasint)lda, 0.0f, (float *)C, (blasint)n);
@@ -203,7 +212,7 @@ static void gram(const mm_arg *a, ev_dtype dt, enum CBLAS_TRANSPOSE TA, int64_t 
         cblas_dsyrk(CblasRowMajor, CblasUpper, TA, (blasint)n, (blasint)k, 1.0,
                     (const double *)A, (blasint)lda, 0.0, (double *)C, (blasint)n);
     }
-    blas_leave();
+    blas_leave(grant);
     mirror_upper(C, n, ev__dsize(dt));
 }
 #endif
@@ -231,7 +240,7 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
             gram(a, dt, TA, lda, A, C);
             return;
         }
-        blas_enter(n * k * m);
+        int grant = blas_enter(n * k * m);
         if (dt == EV_FLOAT32) {
             cblas_sgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0f,
                         (const float *)A, (blasint)lda, (const float *)B, (blasint)ldb, 0.0f,
@@ -241,7 +250,7 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
                         (const double *)A, (blasint)lda, (const double *)B, (blasint)ldb, 0.0,
                         (double *)C, (blasint)(m > 1 ? m : 1));
         }
-        blas_leave();
+        blas_leave(grant);
         return;
     }
 #endif

@@ -19,7 +19,21 @@
 #define TAKE_SCAN 16
 
 static pthread_mutex_t reuse_lock = PTHREAD_MUTEX_INITIALIZER;
-static ev__storage *parked_head; /* written under reuse_lock */
+/* Written under reuse_lock, read there and by the unlocked peek in
+ * ev__reuse_take; every access is an __atomic one, so the peek is no data
+ * race. All relaxed: the lock orders what the list links to (the storages'
+ * fields), and the peek only decides whether taking the lock may pay. */
+static ev__storage *parked_head;
+
+static ev__storage *head_get(void)
+{
+    return __atomic_load_n(&parked_head, __ATOMIC_RELAXED); /* see parked_head */
+}
+
+static void head_set(ev__storage *s)
+{
+    __atomic_store_n(&parked_head, s, __ATOMIC_RELAXED); /* see parked_head */
+}
 
 static void fork_prepare(void)
 {
@@ -41,7 +55,7 @@ static void unlink_parked(ev__storage *s)
     if (s->park_prev) {
         s->park_prev->park_next = s->park_next;
     } else {
-        __atomic_store_n(&parked_head, s->park_next, __ATOMIC_RELAXED);
+        head_set(s->park_next);
     }
     if (s->park_next) {
         s->park_next->park_prev = s->park_prev;
@@ -63,11 +77,11 @@ int ev__reuse_park(ev__storage *s)
     pthread_mutex_lock(&reuse_lock);
     s->parked = true;
     s->park_prev = NULL;
-    s->park_next = parked_head;
-    if (parked_head) {
-        parked_head->park_prev = s;
+    s->park_next = head_get();
+    if (s->park_next) {
+        s->park_next->park_prev = s;
     }
-    __atomic_store_n(&parked_head, s, __ATOMIC_RELAXED);
+    head_set(s);
     pthread_mutex_unlock(&reuse_lock);
     return 1;
 }
@@ -76,13 +90,13 @@ ev__block *ev__reuse_take(ev_vm *vm, uint32_t uid, size_t nbytes)
 {
     /* An unlocked peek: a take that misses a storage parked this instant
      * only allocates as it would have without reuse. */
-    if (!__atomic_load_n(&parked_head, __ATOMIC_RELAXED)) {
+    if (!head_get()) {
         return NULL;
     }
     ev__block *b = NULL;
     pthread_mutex_lock(&reuse_lock);
     int n = 0;
-    for (ev__storage *s = parked_head; s && n < TAKE_SCAN; s = s->park_next, n++) {
+    for (ev__storage *s = head_get(); s && n < TAKE_SCAN; s = s->park_next, n++) {
         if (s->vm == vm && s->park_uid == uid && ev__block_fits(s->block, nbytes)) {
             unlink_parked(s);
             b = s->block;

@@ -76,16 +76,28 @@ void ev__alloc_count_reuse(const ev__block *b);
 /* ------------------------------------------------- intra-op parallelism */
 
 /* Runs fn over [0, n) in chunks of at least grain elements, split between
- * the calling thread and the process's helper threads (EAGERVM_INTRAOP_
- * THREADS in all, by default one per CPU), and returns when every chunk is
- * done. fn must be safe to run on disjoint ranges at once. With n < 2 grain,
- * no helpers, or the helpers busy with another kernel's loop, it runs
- * fn(0, n) on the caller. */
+ * the calling worker and the helper threads of its runtime's pool (made
+ * when first needed, joined by ev_vm_destroy), and returns when every chunk
+ * is done. fn must be safe to run on disjoint ranges at once. It takes the
+ * threads the core budget grants (see ev__parallel_enter); with n < 2 grain,
+ * a grant of 1, no helpers, the pool busy with another kernel's loop, or a
+ * caller that is not a worker, it runs fn(0, n) on the caller. */
 void ev__parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
                       void *ctx);
 
-/* Threads (the caller included) that one ev__parallel_for splits over, as
- * configured (EAGERVM_INTRAOP_THREADS or the CPUs); starts no thread. */
+/* The core budget shared by every large op of the process (split loops,
+ * BLAS calls): returns how many threads, the caller's own included, the
+ * op starting on the calling thread may use: at most the configured total
+ * divided by the kernels busy now (the busy workers of the caller's
+ * runtime, or the large ops in flight if more), and no more than the total
+ * less what the other large ops hold; at least 1. Pair with
+ * ev__parallel_leave(grant) when the op ends. */
+int ev__parallel_enter(void);
+void ev__parallel_leave(int grant);
+
+/* Threads (the caller included) one large op may use when it runs alone:
+ * EAGERVM_INTRAOP_THREADS or the CPUs this process may use, read once;
+ * starts no thread. */
 int ev__intraop_threads(void);
 
 /* Below this many elements an elementwise loop runs on its worker alone. */

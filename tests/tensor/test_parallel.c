@@ -1,10 +1,13 @@
 /* Elementwise loops large enough to be split over the intra-op helper
  * threads: exact results at sizes that do not divide into the chunks, a
  * loop failure met in one chunk, in-place ops, sums split over threads
- * that keep the serial bits, and two workers splitting
- * loops at the same time (one gets the helpers, the other runs alone).
+ * that keep the serial bits, two workers splitting loops at the same time
+ * (one gets the helpers, the other runs alone), and the core budget: an op
+ * alone gets every thread, ops while another worker is busy share them.
  * EV_TEST_CONCURRENCY: also run under TSan. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,6 +293,173 @@ static void test_two_workers_split_at_once(void)
     }
 }
 
+/* ------------------------------------------------------------ the budget */
+
+static ev_intraop_stats intraop_stats(void)
+{
+    ev_intraop_stats st;
+    CHECK_OK(ev_intraop_get_stats(&st));
+    return st;
+}
+
+/* A kernel that keeps its worker busy until told to stop. */
+static atomic_int blocker_state; /* 1 running, 2 told to stop */
+
+static int blocker_kernel(void *arg, ev_kctx *kc)
+{
+    (void)arg;
+    (void)kc;
+    /* seq_cst: a test handshake, not a hot path. */
+    atomic_store(&blocker_state, 1);
+    while (atomic_load(&blocker_state) != 2) {
+        sched_yield();
+    }
+    return 0;
+}
+
+/* Runs a large add and (with BLAS, a large) matmul on uid 0 and waits. */
+static void large_ops_on_uid0(void)
+{
+    ev_tensor *a, *b, *s, *m, *mm;
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 1, SHAPE(N), ev_scalar_float(1), &a));
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 1, SHAPE(N), ev_scalar_float(2), &b));
+    CHECK_OK(ev_add(&EX, a, b, &s));
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 2, SHAPE(512, 512), ev_scalar_float(1), &m));
+    CHECK_OK(ev_matmul(&EX, m, m, &mm));
+    float first, corner;
+    CHECK_OK(ev_wait_obj(test_vm, ev_tensor_obj(s), NULL));
+    CHECK_OK(ev_wait_obj(test_vm, ev_tensor_obj(mm), NULL));
+    first = ((const float *)ev_tensor_data(s))[N - 1];
+    corner = ((const float *)ev_tensor_data(mm))[512 * 512 - 1];
+    CHECK(first == 3.0f);
+    CHECK(corner == 512.0f);
+    ev_tensor *objs[] = {a, b, s, m, mm};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) {
+        ev_tensor_unref(objs[i]);
+    }
+}
+
+/* One busy worker: a large op may use every thread. Two: each op gets at
+ * most half (at least 1), helpers and BLAS threads alike. */
+static void test_budget_shares_the_cores_between_busy_workers(void)
+{
+    int total = intraop_stats().threads;
+    CHECK_GE(total, 1);
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_intraop_reset_peak();
+    large_ops_on_uid0();
+    ev_intraop_stats alone = intraop_stats();
+    CHECK_EQ(alone.max_grant, total);
+    CHECK_EQ(alone.running, 0);
+    CHECK_EQ(alone.granted, 0);
+
+    /* Another worker busy for the whole time. */
+    uint32_t uid;
+    CHECK_OK(ev_vm_thread_acquire(test_vm, &uid));
+    ev_instr_desc d = {0};
+    d.kernel = blocker_kernel;
+    d.stream = ev_cpu_stream(uid);
+    d.name = "blocker";
+    ev_ticket t;
+    atomic_store(&blocker_state, 0);
+    CHECK_OK(ev_submit(test_vm, &d, &t));
+    while (atomic_load(&blocker_state) != 1) {
+        sched_yield();
+    }
+    ev_intraop_reset_peak();
+    uint64_t shared0 = intraop_stats().shared_ops;
+    large_ops_on_uid0();
+    ev_intraop_stats shared = intraop_stats();
+    int half = total / 2 > 1 ? total / 2 : 1;
+    CHECK_GE(shared.shared_ops - shared0, 1);
+    CHECK_LE(shared.max_grant, half);
+    CHECK_LE(shared.max_shared_grant, half);
+    CHECK_LE(shared.peak_granted, total);
+    atomic_store(&blocker_state, 2);
+    CHECK_OK(ev_wait_ticket(test_vm, t, NULL));
+    CHECK_OK(ev_vm_thread_release(test_vm, uid));
+
+    /* Idle again: the whole budget is back. */
+    ev_intraop_reset_peak();
+    large_ops_on_uid0();
+    CHECK_EQ(intraop_stats().max_grant, total);
+}
+
+/* Two Threads issuing large adds and matmuls at once: exact results, ops
+ * that overlapped another busy worker got at most half the threads each,
+ * and what was held at once never passed the total but for the one thread
+ * of each op that started while the others held everything. */
+static void *mixed(void *arg)
+{
+    uint32_t uid = *(uint32_t *)arg;
+    ev_exec ex = {test_vm, uid, NULL};
+    enum { ITERS = 8, M = 384 };
+    const int64_t n = 400003;
+    ev_tensor *x, *y, *m, *acc;
+    CHECK_OK(ev_full(&ex, EV_FLOAT32, 1, SHAPE(n), ev_scalar_float(1), &x));
+    CHECK_OK(ev_zeros(&ex, EV_FLOAT32, 1, SHAPE(n), &y));
+    CHECK_OK(ev_full(&ex, EV_FLOAT32, 2, SHAPE(M, M), ev_scalar_float(1), &m));
+    CHECK_OK(ev_zeros(&ex, EV_FLOAT32, 2, SHAPE(M, M), &acc));
+    for (int i = 0; i < ITERS; i++) {
+        ev_tensor *y2, *p, *acc2;
+        CHECK_OK(ev_add(&ex, y, x, &y2));
+        ev_tensor_unref(y);
+        y = y2;
+        CHECK_OK(ev_matmul(&ex, m, m, &p));
+        CHECK_OK(ev_add(&ex, acc, p, &acc2));
+        ev_tensor_unref(p);
+        ev_tensor_unref(acc);
+        acc = acc2;
+    }
+    float last, corner;
+    CHECK_OK(ev_wait_obj(test_vm, ev_tensor_obj(y), NULL));
+    CHECK_OK(ev_wait_obj(test_vm, ev_tensor_obj(acc), NULL));
+    last = ((const float *)ev_tensor_data(y))[n - 1];
+    corner = ((const float *)ev_tensor_data(acc))[M * M - 1];
+    CHECK(last == (float)ITERS);
+    CHECK(corner == (float)(ITERS * M));
+    ev_tensor_unref(x);
+    ev_tensor_unref(y);
+    ev_tensor_unref(m);
+    ev_tensor_unref(acc);
+    return NULL;
+}
+
+static void test_two_threads_mixed_workload_stays_in_budget(void)
+{
+    enum { T = 2 };
+    int total = intraop_stats().threads;
+    pthread_t th[T];
+    uint32_t uids[T];
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_intraop_reset_peak();
+    for (int i = 0; i < T; i++) {
+        CHECK_OK(ev_vm_thread_acquire(test_vm, &uids[i]));
+    }
+    for (int i = 0; i < T; i++) {
+        CHECK_EQ(pthread_create(&th[i], NULL, mixed, &uids[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+    }
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    for (int i = 0; i < T; i++) {
+        CHECK_OK(ev_vm_thread_release(test_vm, uids[i]));
+    }
+    ev_intraop_stats st = intraop_stats();
+    int half = total / 2 > 1 ? total / 2 : 1;
+    CHECK_LE(st.max_shared_grant, half);
+    CHECK_LE(st.peak_granted, total + T - 1);
+    CHECK_EQ(st.running, 0);
+    CHECK_EQ(st.granted, 0);
+}
+
+static void test_stats_argument_checked(void)
+{
+    CHECK_EQ(ev_intraop_get_stats(NULL), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "ev_intraop_get_stats");
+}
+
 int main(void)
 {
     test_setup();
@@ -299,6 +469,9 @@ int main(void)
     RUN_TEST(test_strided_loops_split_exactly);
     RUN_TEST(test_strided_failure_in_one_chunk);
     RUN_TEST(test_two_workers_split_at_once);
+    RUN_TEST(test_budget_shares_the_cores_between_busy_workers);
+    RUN_TEST(test_two_threads_mixed_workload_stays_in_budget);
+    RUN_TEST(test_stats_argument_checked);
     test_teardown();
     return 0;
 }

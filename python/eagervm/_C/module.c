@@ -322,6 +322,28 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
         (unsigned long long)a.n_stream_reuses, "cpu_moves", (unsigned long long)s.cpu_moves);
 }
 
+/* How large ops shared the cores (ev_intraop_get_stats); with reset=True
+ * the "since reset" maxima start again first. */
+static PyObject *py_intraop_stats(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"reset", NULL};
+    int reset = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:_intraop_stats", kwlist, &reset)) {
+        return NULL;
+    }
+    if (reset) {
+        ev_intraop_reset_peak();
+    }
+    ev_intraop_stats s;
+    ev_intraop_get_stats(&s);
+    return Py_BuildValue("{sisisisisisisisisKsK}", "threads", s.threads, "helpers", s.helpers,
+                         "running", s.running, "granted", s.granted, "peak_granted",
+                         s.peak_granted, "last_grant", s.last_grant, "max_grant", s.max_grant,
+                         "max_shared_grant", s.max_shared_grant, "large_ops",
+                         (unsigned long long)s.large_ops, "shared_ops",
+                         (unsigned long long)s.shared_ops);
+}
+
 /* The engine's fault-injection hook, exported for tests (src/core/internal.h
  * documents it; the module does not include the engine's internals). */
 void ev__fail_alloc_after(long n);
@@ -364,6 +386,9 @@ static PyMethodDef module_methods[] = {
     {"_current_uid", py_current_uid, METH_NOARGS, "The calling thread's current uid."},
     {"_profile_enable", py_profile_enable, METH_O, "Turns instruction recording on/off."},
     {"_stats", py_stats, METH_NOARGS, "Runtime and allocator counters."},
+    {"_intraop_stats", (PyCFunction)(void (*)(void))py_intraop_stats,
+     METH_VARARGS | METH_KEYWORDS,
+     "How large ops shared the cores (threads granted); reset=True restarts the maxima."},
     {"_config", py_config, METH_NOARGS,
      "The library's build and load-time configuration (eagervm.config() formats it)."},
     {"_fail_alloc_after", py_fail_alloc_after, METH_O,
