@@ -2,10 +2,11 @@
  * logsumexp) over any set of dimensions, and softmax / log_softmax along one
  * dimension: checks and shape inference on the issuing thread, one
  * instruction per op. */
-/* As in binary.c: let GCC's cheap cost model vectorize the partial-sum
- * blocks at -O2. */
+/* As in unary.c: let GCC's cheap cost model vectorize the lane loops at
+ * -O2, blend both sides of a float select, and keep a * b + c two
+ * roundings in every clone (EV__SIMD_CLONES). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", "fp-contract=off")
 #endif
 
 #include <math.h>
@@ -39,26 +40,31 @@ const char *ev_reduce_op_name(int op)
 
 /* ------------------------------------------------------------- reducers */
 
-/* Pairwise summation as NumPy's: blocks of up to 128 elements summed with 8
- * running partials (independent chains the CPU overlaps and the vectorizer
- * maps to lanes), halves combined recursively, so rounding error grows as
- * O(log n). */
+/* Pairwise summation, as NumPy's but with wider leaves: a leaf of up to
+ * SUM_LEAF elements is summed in SUM_LANES running partials (each lane
+ * adds at most SUM_LEAF / SUM_LANES elements; the vectorizer maps the lanes
+ * to registers, several independent vectors so the adds overlap), the lanes
+ * are folded pairwise, and longer runs are halved recursively, so rounding
+ * error grows as O(log n). The lanes are written out so that every build
+ * (SSE2, AVX2, AVX-512 clone) adds the same numbers in the same order and
+ * gets the same bits. */
+#define SUM_LANES 64
+/* The lane loops are unrolled before the vectorizer sees them, so that
+ * the lanes live in registers (a rolled inner loop keeps them in memory). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LANE_UNROLL _Pragma("GCC unroll 64")
+#else
+#define LANE_UNROLL
+#endif
+#define SUM_LEAF 1024
+
 #define PAIRWISE(SUF, T)                                                       \
-    static T pairwise_##SUF(const T *x, int64_t n)                             \
+    EV__SIMD_CLONES                                                            \
+    static T sum_leaf_##SUF(const T *restrict x, int64_t n)                    \
     {                                                                          \
-        if (n < 8) {                                                           \
-            T s = 0;                                                           \
-            for (int64_t i = 0; i < n; i++) {                                  \
-                s += x[i];                                                     \
-            }                                                                  \
-            return s;                                                          \
-        }                                                                      \
-        if (n <= 128) {                                                        \
-            T r[8];                                                            \
-            for (int j = 0; j < 8; j++) {                                      \
-                r[j] = x[j];                                                   \
-            }                                                                  \
-            int64_t i = 8;                                                     \
+        if (n < 2 * SUM_LANES) {                                               \
+            T r[8] = {0};                                                      \
+            int64_t i = 0;                                                     \
             for (; i + 8 <= n; i += 8) {                                       \
                 for (int j = 0; j < 8; j++) {                                  \
                     r[j] += x[i + j];                                          \
@@ -70,8 +76,35 @@ const char *ev_reduce_op_name(int op)
             }                                                                  \
             return s;                                                          \
         }                                                                      \
+        T r[SUM_LANES];                                                        \
+        for (int j = 0; j < SUM_LANES; j++) {                                  \
+            r[j] = x[j];                                                       \
+        }                                                                      \
+        int64_t i = SUM_LANES;                                                 \
+        for (; i + SUM_LANES <= n; i += SUM_LANES) {                           \
+            LANE_UNROLL                                                        \
+            for (int j = 0; j < SUM_LANES; j++) {                              \
+                r[j] += x[i + j];                                              \
+            }                                                                  \
+        }                                                                      \
+        for (int h = SUM_LANES / 2; h > 0; h /= 2) {                           \
+            for (int j = 0; j < h; j++) {                                      \
+                r[j] += r[j + h];                                              \
+            }                                                                  \
+        }                                                                      \
+        T s = r[0];                                                            \
+        for (; i < n; i++) {                                                   \
+            s += x[i];                                                         \
+        }                                                                      \
+        return s;                                                              \
+    }                                                                          \
+    static T pairwise_##SUF(const T *x, int64_t n)                             \
+    {                                                                          \
+        if (n <= SUM_LEAF) {                                                   \
+            return sum_leaf_##SUF(x, n);                                       \
+        }                                                                      \
         int64_t h = n / 2;                                                     \
-        h -= h % 8;                                                            \
+        h -= h % SUM_LANES;                                                    \
         return pairwise_##SUF(x, h) + pairwise_##SUF(x + h, n - h);            \
     }
 PAIRWISE(f32, float)
@@ -101,7 +134,7 @@ static void par_leaves(par_sum *ps, int64_t off, int64_t n)
         return;
     }
     int64_t h = n / 2;
-    h -= h % 8;
+    h -= h % SUM_LANES;
     par_leaves(ps, off, h);
     par_leaves(ps, off + h, n - h);
 }
@@ -123,7 +156,7 @@ static void par_sum_range(int64_t lo, int64_t hi, void *p)
             return (T)ps->sums[(*k)++];                                        \
         }                                                                      \
         int64_t h = n / 2;                                                     \
-        h -= h % 8;                                                            \
+        h -= h % SUM_LANES;                                                    \
         T left = par_combine_##SUF(ps, h, k);                                  \
         return left + par_combine_##SUF(ps, n - h, k);                         \
     }
@@ -156,10 +189,39 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     return 1;
 }
 
-/* Max/min and their indices. Floats propagate NaN: once the running value
- * is NaN it stays, and the index of the first NaN wins (NumPy). */
-#define EXTREMA(SUF, T, ISNAN)                                                 \
-    static int64_t extrema_##SUF(const T *x, int64_t n, int want_max, T *val)  \
+/* Max/min and their indices. Floats propagate NaN: the index of the first
+ * NaN wins (NumPy), and otherwise the first occurrence of the extreme
+ * value. The elements are reduced in four vectors of lanes (GCC's generic
+ * vectors: one register each in the AVX-512 clone, split by the compiler
+ * elsewhere), each lane keeping its extreme and the index where it first
+ * saw it (a strict comparison, which no NaN passes). Beside them runs a sum
+ * of x - x, 0 until a NaN or an infinity comes by (a compare would be
+ * cheaper, but GCC does not vectorize a NaN test); after each chunk of
+ * EXT_CHUNK elements a nonzero sum sends the scalar loop over the chunk
+ * to look for a NaN, the first of which ends the search. At the end the
+ * lanes give the extreme and, among the lanes that hold it, the smallest
+ * index: the first occurrence, as the scalar loop finds. */
+#define EXT_CHUNK 4096
+#define EXT_MAX_RUN ((int64_t)1 << 30) /* lane indexes are 32-bit for 32-bit types */
+
+#define EXT_STEP(CMP, VL, IT)                                                  \
+    for (; i + 4 * VL <= end; i += 4 * VL) {                                   \
+        LANE_UNROLL                                                            \
+        for (int k = 0; k < 4; k++) {                                          \
+            V v;                                                               \
+            memcpy(&v, x + i + k * VL, sizeof v);                              \
+            VI c = v CMP acc[k];                                               \
+            acc[k] = (V)(((VI)v & c) | ((VI)acc[k] & ~c));                     \
+            VI here = iota + (IT)(i + k * VL);                                 \
+            at[k] = (here & c) | (at[k] & ~c);                                 \
+            chk[k] += v - v;                                                   \
+        }                                                                      \
+    }
+
+#define EXTREMA(SUF, T, IT, VL, ISNAN)                                         \
+    typedef T v_##SUF __attribute__((vector_size(VL * sizeof(T))));           \
+    typedef IT vi_##SUF __attribute__((vector_size(VL * sizeof(T))));         \
+    static int64_t extrema_scalar_##SUF(const T *x, int64_t n, int want_max)   \
     {                                                                          \
         T m = x[0];                                                            \
         int64_t at = 0;                                                        \
@@ -170,15 +232,180 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
                 at = i;                                                        \
             }                                                                  \
         }                                                                      \
-        *val = m;                                                              \
+        return at;                                                             \
+    }                                                                          \
+    /* The index of the first NaN of x[0..n), or -1. */                       \
+    static int64_t first_nan_##SUF(const T *x, int64_t n)                      \
+    {                                                                          \
+        (void)x; /* integers have none */                                      \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            if (ISNAN(x[i])) {                                                 \
+                return i;                                                      \
+            }                                                                  \
+        }                                                                      \
+        return -1;                                                             \
+    }                                                                          \
+    /* The index of the extreme of x[0..n), 4 VL <= n <= EXT_MAX_RUN. */      \
+    EV__SIMD_CLONES                                                            \
+    static int64_t extrema_lanes_##SUF(const T *x, int64_t n, int want_max)    \
+    {                                                                          \
+        typedef v_##SUF V;                                                     \
+        typedef vi_##SUF VI;                                                   \
+        V acc[4], chk[4];                                                      \
+        VI at[4], iota;                                                        \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
+        }                                                                      \
+        for (int k = 0; k < 4; k++) {                                          \
+            memcpy(&acc[k], x + k * VL, sizeof acc[k]);                        \
+            at[k] = iota + (IT)(k * VL);                                       \
+            chk[k] = acc[k] - acc[k];                                          \
+        }                                                                      \
+        int64_t i = 4 * VL, from = 0;                                          \
+        while (i + 4 * VL <= n) {                                              \
+            int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
+            if (want_max) {                                                    \
+                EXT_STEP(>, VL, IT)                                            \
+            } else {                                                           \
+                EXT_STEP(<, VL, IT)                                            \
+            }                                                                  \
+            VI bits = (VI)((chk[0] + chk[1]) + (chk[2] + chk[3]));             \
+            IT any = 0;                                                        \
+            for (int j = 0; j < VL; j++) {                                     \
+                any |= bits[j];                                                \
+            }                                                                  \
+            if (any) {                                                         \
+                int64_t k = first_nan_##SUF(x + from, i - from);               \
+                if (k >= 0) {                                                  \
+                    return from + k;                                           \
+                }                                                              \
+                for (int q = 0; q < 4; q++) {                                  \
+                    chk[q] = (V){0}; /* infinities only: start again */        \
+                }                                                              \
+            }                                                                  \
+            from = i;                                                          \
+        }                                                                      \
+        int64_t k = first_nan_##SUF(x + i, n - i);                             \
+        if (k >= 0) {                                                          \
+            return i + k;                                                      \
+        }                                                                      \
+        T m = acc[0][0];                                                       \
+        for (int q = 0; q < 4; q++) {                                          \
+            for (int j = 0; j < VL; j++) {                                     \
+                m = (want_max ? acc[q][j] > m : acc[q][j] < m) ? acc[q][j] : m; \
+            }                                                                  \
+        }                                                                      \
+        int64_t best = n;                                                      \
+        for (int q = 0; q < 4; q++) {                                          \
+            for (int j = 0; j < VL; j++) {                                     \
+                best = acc[q][j] == m && at[q][j] < best ? at[q][j] : best;    \
+            }                                                                  \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            if (want_max ? x[i] > m : x[i] < m) {                              \
+                m = x[i];                                                      \
+                best = i;                                                      \
+            }                                                                  \
+        }                                                                      \
+        return best;                                                           \
+    }                                                                          \
+    static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
+    {                                                                          \
+        if (n < 8 * VL) {                                                      \
+            return extrema_scalar_##SUF(x, n, want_max);                       \
+        }                                                                      \
+        int64_t at = 0;                                                        \
+        for (int64_t b = 0; b < n; b += EXT_MAX_RUN) {                         \
+            int64_t len = n - b < EXT_MAX_RUN ? n - b : EXT_MAX_RUN;           \
+            int64_t k = b + (len < 4 * VL ? extrema_scalar_##SUF(x + b, len, want_max) \
+                                          : extrema_lanes_##SUF(x + b, len, want_max)); \
+            if (ISNAN(x[k])) {                                                 \
+                return k;                                                      \
+            }                                                                  \
+            if (want_max ? x[k] > x[at] : x[k] < x[at]) {                      \
+                at = k;                                                        \
+            }                                                                  \
+        }                                                                      \
         return at;                                                             \
     }
 #define NOT_NAN(v) 0
 #define IS_NAN(v) ((v) != (v))
-EXTREMA(i32, int32_t, NOT_NAN)
-EXTREMA(i64, int64_t, NOT_NAN)
-EXTREMA(f32, float, IS_NAN)
-EXTREMA(f64, double, IS_NAN)
+EXTREMA(i32, int32_t, int32_t, 16, NOT_NAN)
+EXTREMA(i64, int64_t, int64_t, 8, NOT_NAN)
+EXTREMA(f32, float, int32_t, 16, IS_NAN)
+EXTREMA(f64, double, int64_t, 8, IS_NAN)
+
+/* The index of the extreme of n > 0 elements of dtype dt (int32, int64,
+ * float32 or float64). */
+static int64_t extrema_any(ev_dtype dt, const void *x, int64_t n, int want_max)
+{
+    switch (dt) {
+    case EV_INT32: return extrema_i32(x, n, want_max);
+    case EV_INT64: return extrema_i64(x, n, want_max);
+    case EV_FLOAT32: return extrema_f32(x, n, want_max);
+    default: return extrema_f64(x, n, want_max);
+    }
+}
+
+/* Long rows are cut into at most EXT_PARTS parts of a length that depends
+ * on n alone, found in parallel and combined in order (the first NaN, else
+ * the first part strictly better), so the index is the serial one. */
+#define EXT_PARTS 64
+
+typedef struct ext_job {
+    ev_dtype dt;
+    const char *x;
+    int64_t n, part;
+    int want_max;
+    int64_t at[EXT_PARTS];
+} ext_job;
+
+static void ext_parts(int64_t lo, int64_t hi, void *p)
+{
+    ext_job *j = p;
+    int64_t esz = (int64_t)ev__dsize(j->dt);
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t b = k * j->part, len = j->n - b < j->part ? j->n - b : j->part;
+        j->at[k] = b + extrema_any(j->dt, j->x + b * esz, len, j->want_max);
+    }
+}
+
+/* 1 if element i of x beats element at for the extreme wanted (a NaN beats
+ * anything but an earlier NaN). */
+static int ext_beats(ev_dtype dt, const char *x, int64_t i, int64_t at, int want_max)
+{
+    switch (dt) {
+#define EXT_BEATS(T)                                                                  \
+    {                                                                                 \
+        T a = ((const T *)x)[i], b = ((const T *)x)[at];                              \
+        return b == b && (a != a || (want_max ? a > b : a < b));                      \
+    }
+    case EV_INT32: EXT_BEATS(int32_t)
+    case EV_INT64: EXT_BEATS(int64_t)
+    case EV_FLOAT32: EXT_BEATS(float)
+    default: EXT_BEATS(double)
+#undef EXT_BEATS
+    }
+}
+
+static int64_t extrema_parallel(ev_dtype dt, const void *x, int64_t n, int want_max)
+{
+    if (n < PAR_SUM_MIN) {
+        return extrema_any(dt, x, n, want_max);
+    }
+    ext_job j = {.dt = dt, .x = x, .n = n, .want_max = want_max};
+    j.part = (n + EXT_PARTS - 1) / EXT_PARTS;
+    j.part = (j.part + EXT_CHUNK - 1) / EXT_CHUNK * EXT_CHUNK;
+    int64_t parts = (n + j.part - 1) / j.part;
+    ev__parallel_for(parts, 1, ext_parts, &j);
+    int64_t at = j.at[0];
+    for (int64_t k = 1; k < parts; k++) {
+        if (ext_beats(dt, x, j.at[k], at, want_max)) {
+            at = j.at[k];
+        }
+    }
+    return at;
+}
 
 /* A reduction's result before it is stored in the output's dtype. */
 typedef struct red_val {
@@ -254,13 +481,8 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
     case R_ARGMAX:
     case R_ARGMIN: {
         int want_max = kind == R_MAX || kind == R_ARGMAX;
-        int64_t at;
-        switch (loop) {
-        case EV_INT32: at = extrema_i32(row, n, want_max, &r.v.i32); break;
-        case EV_INT64: at = extrema_i64(row, n, want_max, &r.v.i64); break;
-        case EV_FLOAT32: at = extrema_f32(row, n, want_max, &r.v.f32); break;
-        default: at = extrema_f64(row, n, want_max, &r.v.f64); break;
-        }
+        int64_t at = extrema_parallel(loop, row, n, want_max);
+        memcpy(&r.v, (const char *)row + at * (int64_t)ev__dsize(loop), ev__dsize(loop));
         if (kind == R_ARGMAX || kind == R_ARGMIN) {
             r.dtype = EV_INT64;
             r.v.i64 = at;

@@ -1,0 +1,162 @@
+/* Tests of the vectorized reduction kernels on long inputs: lengths around
+ * the lane, chunk and parallel-part boundaries, ties, NaN and infinities at
+ * chosen places, for every dtype the kernels specialise; each result is
+ * checked against a scalar reference computed here. */
+#include <string.h>
+
+#include "tensor_test.h"
+
+/* Lengths that straddle the kernels' boundaries: 4 vectors of lanes (64
+ * floats), a chunk (4096), the parallel split (2^18) and its parts. */
+static const int64_t lengths[] = {1, 7, 63, 64, 65, 127, 128, 129, 1000, 4095, 4096, 4097,
+                                  8191, 70001, 262143, 262144, 262145, 1000003};
+#define N_LENGTHS ((int)(sizeof lengths / sizeof lengths[0]))
+
+/* The index of the first max (or min) of v, or of its first NaN. */
+static int64_t ref_arg(const double *v, int64_t n, int want_max)
+{
+    int64_t at = 0;
+    for (int64_t i = 1; i < n && !isnan(v[at]); i++) {
+        if (isnan(v[i]) || (want_max ? v[i] > v[at] : v[i] < v[at])) {
+            at = i;
+        }
+    }
+    return at;
+}
+
+/* Small integers with many ties, so that the first occurrence matters. */
+static void fill_ties(double *v, int64_t n, unsigned seed)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        v[i] = (double)((int64_t)(s >> 40) % 101) - 50;
+    }
+}
+
+static void check_extrema(ev_dtype dt, const double *v, int64_t n)
+{
+    ev_tensor *x = tensor_from(dt, 1, &n, v);
+    for (int want_max = 0; want_max < 2; want_max++) {
+        int64_t want = ref_arg(v, n, want_max);
+        ev_tensor *y;
+        CHECK_OK(want_max ? ev_argmax(&EX, x, NULL, 0, &y) : ev_argmin(&EX, x, NULL, 0, &y));
+        int64_t got;
+        read_i64(y, &got);
+        if (got != want) {
+            fprintf(stderr, "arg%s of %s, n %lld: got %lld, want %lld\n",
+                    want_max ? "max" : "min", ev_dtype_name(dt), (long long)n,
+                    (long long)got, (long long)want);
+        }
+        CHECK_EQ(got, want);
+        ev_tensor_unref(y);
+        CHECK_OK(ev_reduce(&EX, want_max ? EV_REDUCE_MAX : EV_REDUCE_MIN, x, 0, NULL, 0, &y));
+        check_tensor(y, dt, 0, NULL, &v[want], 0);
+        ev_tensor_unref(y);
+    }
+    ev_tensor_unref(x);
+}
+
+static void test_extrema_long(void)
+{
+    const ev_dtype dts[] = {EV_FLOAT32, EV_FLOAT64, EV_INT32, EV_INT64, EV_INT16};
+    int64_t nmax = lengths[N_LENGTHS - 1];
+    double *v = malloc(sizeof(double) * (size_t)nmax);
+    for (int d = 0; d < (int)(sizeof dts / sizeof dts[0]); d++) {
+        for (int l = 0; l < N_LENGTHS; l++) {
+            int64_t n = lengths[l];
+            fill_ties(v, n, (unsigned)l);
+            check_extrema(dts[d], v, n);
+            if (!ev_dtype_is_float(dts[d])) {
+                continue;
+            }
+            /* NaN at the start, in the middle (with a second one later) and
+             * at the end; infinities of both signs; only zeros of both
+             * signs. */
+            int64_t spots[3] = {0, n / 3, n - 1};
+            for (int s = 0; s < 3; s++) {
+                fill_ties(v, n, (unsigned)l);
+                v[spots[s]] = NAN;
+                if (spots[s] + 4100 < n) {
+                    v[spots[s] + 4100] = NAN;
+                }
+                check_extrema(dts[d], v, n);
+            }
+            fill_ties(v, n, (unsigned)l);
+            v[n / 2] = INFINITY;
+            v[n / 4] = -INFINITY;
+            v[n - 1] = INFINITY;
+            check_extrema(dts[d], v, n);
+            for (int64_t i = 0; i < n; i++) {
+                v[i] = i % 3 ? 0.0 : -0.0;
+            }
+            check_extrema(dts[d], v, n);
+        }
+    }
+    free(v);
+}
+
+static void test_extrema_rows_and_columns(void)
+{
+    /* A (5, 4099) matrix along either dim, and a strided view of it. */
+    int64_t r = 5, c = 4099, n = r * c;
+    double *v = malloc(sizeof(double) * (size_t)n);
+    fill_ties(v, n, 7);
+    v[2 * c + 4000] = NAN;
+    v[3 * c + 11] = NAN;
+    ev_tensor *x = tensor_from(EV_FLOAT32, 2, SHAPE(r, c), v);
+    int dim1 = 1, dim0 = 0;
+    ev_tensor *y;
+    CHECK_OK(ev_argmax(&EX, x, &dim1, 0, &y));
+    int64_t got[4099];
+    read_i64(y, got);
+    for (int64_t i = 0; i < r; i++) {
+        CHECK_EQ(got[i], ref_arg(v + i * c, c, 1));
+    }
+    ev_tensor_unref(y);
+    CHECK_OK(ev_argmin(&EX, x, &dim0, 0, &y));
+    read_i64(y, got);
+    double col[5];
+    for (int64_t j = 0; j < c; j++) {
+        for (int64_t i = 0; i < r; i++) {
+            col[i] = v[i * c + j];
+        }
+        CHECK_EQ(got[j], ref_arg(col, r, 0));
+    }
+    ev_tensor_unref(y);
+    ev_tensor_unref(x);
+    free(v);
+}
+
+static void test_sum_long(void)
+{
+    /* Sums and products of every length agree with float64 references. */
+    int64_t nmax = lengths[N_LENGTHS - 1];
+    double *v = malloc(sizeof(double) * (size_t)nmax);
+    for (int l = 0; l < N_LENGTHS; l++) {
+        int64_t n = lengths[l];
+        double want = 0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = 0.5 + (double)(i % 13) * 0.125;
+            want += v[i];
+        }
+        for (ev_dtype dt = EV_FLOAT32; dt <= EV_FLOAT64; dt++) {
+            ev_tensor *x = tensor_from(dt, 1, &n, v), *y;
+            CHECK_OK(ev_sum(&EX, x, 0, NULL, 0, &y));
+            check_tensor(y, dt, 0, NULL, &want, dt == EV_FLOAT32 ? 1e-6 : 1e-13);
+            ev_tensor_unref(y);
+            ev_tensor_unref(x);
+        }
+    }
+    free(v);
+}
+
+int main(void)
+{
+    test_setup();
+    RUN_TEST(test_extrema_long);
+    RUN_TEST(test_extrema_rows_and_columns);
+    RUN_TEST(test_sum_long);
+    test_teardown();
+    return 0;
+}
