@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ops/ops-impl.h"
+#include "ops/vmath.h"
 
 /* Every reduction the kernel knows; the op table's reduce rows come first,
  * numbered as enum ev_reduce_op (checked below). */
@@ -245,7 +246,17 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         }                                                                      \
         return -1;                                                             \
     }                                                                          \
-    /* The index of the extreme of x[0..n), 4 VL <= n <= EXT_MAX_RUN. */      \
+    /* 1 if a lane of the x - x sums is not 0 (saw a NaN or an infinity). */  \
+    static inline int ext_dirty_##SUF(const v_##SUF *chk)                      \
+    {                                                                          \
+        vi_##SUF bits = (vi_##SUF)((chk[0] + chk[1]) + (chk[2] + chk[3]));     \
+        IT any = 0;                                                            \
+        for (int j = 0; j < VL; j++) {                                         \
+            any |= bits[j];                                                    \
+        }                                                                      \
+        return any != 0;                                                       \
+    }                                                                          \
+    /* The index of the extreme of x[0..n), VL <= n <= EXT_MAX_RUN. */        \
     EV__SIMD_CLONES                                                            \
     static int64_t extrema_lanes_##SUF(const T *x, int64_t n, int want_max)    \
     {                                                                          \
@@ -256,12 +267,15 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         for (int j = 0; j < VL; j++) {                                         \
             iota[j] = (IT)j;                                                   \
         }                                                                      \
+        /* Short inputs start the spare vectors as copies of the first. */    \
+        int64_t nv = n / VL < 4 ? n / VL : 4;                                  \
         for (int k = 0; k < 4; k++) {                                          \
-            memcpy(&acc[k], x + k * VL, sizeof acc[k]);                        \
-            at[k] = iota + (IT)(k * VL);                                       \
+            int64_t kk = k < nv ? k : 0;                                       \
+            memcpy(&acc[k], x + kk * VL, sizeof acc[k]);                       \
+            at[k] = iota + (IT)(kk * VL);                                      \
             chk[k] = acc[k] - acc[k];                                          \
         }                                                                      \
-        int64_t i = 4 * VL, from = 0;                                          \
+        int64_t i = nv * VL, from = 0;                                         \
         while (i + 4 * VL <= n) {                                              \
             int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
             if (want_max) {                                                    \
@@ -269,12 +283,7 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             } else {                                                           \
                 EXT_STEP(<, VL, IT)                                            \
             }                                                                  \
-            VI bits = (VI)((chk[0] + chk[1]) + (chk[2] + chk[3]));             \
-            IT any = 0;                                                        \
-            for (int j = 0; j < VL; j++) {                                     \
-                any |= bits[j];                                                \
-            }                                                                  \
-            if (any) {                                                         \
+            if (ext_dirty_##SUF(chk)) {                                        \
                 int64_t k = first_nan_##SUF(x + from, i - from);               \
                 if (k >= 0) {                                                  \
                     return from + k;                                           \
@@ -285,20 +294,35 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             }                                                                  \
             from = i;                                                          \
         }                                                                      \
-        int64_t k = first_nan_##SUF(x + i, n - i);                             \
+        /* The last whole vectors go into the first lanes. */                 \
+        for (; i + VL <= n; i += VL) {                                         \
+            V v;                                                               \
+            memcpy(&v, x + i, sizeof v);                                       \
+            VI c = want_max ? v > acc[0] : v < acc[0];                         \
+            acc[0] = (V)(((VI)v & c) | ((VI)acc[0] & ~c));                     \
+            at[0] = ((iota + (IT)i) & c) | (at[0] & ~c);                       \
+            chk[0] += v - v;                                                   \
+        }                                                                      \
+        int64_t k = first_nan_##SUF(x + (ext_dirty_##SUF(chk) ? from : i),     \
+                                    n - (ext_dirty_##SUF(chk) ? from : i));    \
         if (k >= 0) {                                                          \
-            return i + k;                                                      \
+            return (ext_dirty_##SUF(chk) ? from : i) + k;                      \
+        }                                                                      \
+        /* Fold the four vectors into one, keeping per lane the extreme and   \
+         * its smallest index, then the lanes. */                             \
+        for (int q = 1; q < 4; q++) {                                          \
+            VI better = want_max ? acc[q] > acc[0] : acc[q] < acc[0];          \
+            VI take = better | ((acc[q] == acc[0]) & (at[q] < at[0]));         \
+            acc[0] = (V)(((VI)acc[q] & take) | ((VI)acc[0] & ~take));          \
+            at[0] = (at[q] & take) | (at[0] & ~take);                          \
         }                                                                      \
         T m = acc[0][0];                                                       \
-        for (int q = 0; q < 4; q++) {                                          \
-            for (int j = 0; j < VL; j++) {                                     \
-                m = (want_max ? acc[q][j] > m : acc[q][j] < m) ? acc[q][j] : m; \
-            }                                                                  \
-        }                                                                      \
-        int64_t best = n;                                                      \
-        for (int q = 0; q < 4; q++) {                                          \
-            for (int j = 0; j < VL; j++) {                                     \
-                best = acc[q][j] == m && at[q][j] < best ? at[q][j] : best;    \
+        int64_t best = at[0][0];                                               \
+        for (int j = 1; j < VL; j++) {                                         \
+            T v = acc[0][j];                                                   \
+            if ((want_max ? v > m : v < m) || (v == m && at[0][j] < best)) {   \
+                m = v;                                                         \
+                best = at[0][j];                                               \
             }                                                                  \
         }                                                                      \
         for (; i < n; i++) {                                                   \
@@ -311,14 +335,14 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     }                                                                          \
     static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
     {                                                                          \
-        if (n < 8 * VL) {                                                      \
+        if (n < 2 * VL) {                                                      \
             return extrema_scalar_##SUF(x, n, want_max);                       \
         }                                                                      \
         int64_t at = 0;                                                        \
         for (int64_t b = 0; b < n; b += EXT_MAX_RUN) {                         \
             int64_t len = n - b < EXT_MAX_RUN ? n - b : EXT_MAX_RUN;           \
-            int64_t k = b + (len < 4 * VL ? extrema_scalar_##SUF(x + b, len, want_max) \
-                                          : extrema_lanes_##SUF(x + b, len, want_max)); \
+            int64_t k = b + (len < VL ? extrema_scalar_##SUF(x + b, len, want_max) \
+                                      : extrema_lanes_##SUF(x + b, len, want_max)); \
             if (ISNAN(x[k])) {                                                 \
                 return k;                                                      \
             }                                                                  \
@@ -546,19 +570,24 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
  * row of that dimension's length accumulates whole input rows, which the
  * compiler vectorizes. Float sums add rows into a partial row, flushed into
  * the result every OUTER_BLOCK rows, so the rounding error grows as
- * O(OUTER_BLOCK + n / OUTER_BLOCK) instead of O(n). */
+ * O(OUTER_BLOCK + n / OUTER_BLOCK) instead of O(n). The output rows are cut
+ * into blocks of OUTER_COLS columns, the tasks split over the intra-op
+ * threads; each column is reduced in the same order whatever the split. */
 #define OUTER_BLOCK 128
+#define OUTER_COLS 1024
 
 typedef struct outer_state {
     int kind;
-    int64_t len;   /* elements per row */
-    void *acc;     /* the output row (loop dtype) */
+    int64_t len;   /* columns in this block */
+    void *acc;     /* the output block, or (arg*) the extremes so far (loop dtype) */
+    int64_t *at;   /* arg*: the output block of indexes */
     void *part;    /* partial sums (loop dtype), for sums */
     int64_t cnt;   /* rows in part */
     int64_t seen;  /* rows accumulated so far */
 } outer_state;
 
 #define OUTER_OPS(SUF, T, U)                                                       \
+    EV__SIMD_CLONES                                                                \
     static void outer_flush_##SUF(outer_state *st)                                 \
     {                                                                              \
         T *restrict acc = st->acc;                                                 \
@@ -569,33 +598,54 @@ typedef struct outer_state {
         }                                                                          \
         st->cnt = 0;                                                               \
     }                                                                              \
-    static void outer_row_##SUF(outer_state *st, const T *restrict x)              \
+    /* Accumulates rows input rows, stride bytes apart, from p. */               \
+    EV__SIMD_CLONES                                                                \
+    static void outer_rows_##SUF(outer_state *st, const char *p, int64_t stride,   \
+                                 int64_t rows)                                     \
     {                                                                              \
         int64_t n = st->len;                                                       \
-        if (st->kind == R_SUM || st->kind == R_MEAN) {                             \
-            T *restrict part = st->part;                                           \
-            for (int64_t j = 0; j < n; j++) {                                      \
-                part[j] = (T)((U)part[j] + (U)x[j]);                               \
-            }                                                                      \
-            if (++st->cnt == OUTER_BLOCK) {                                        \
-                outer_flush_##SUF(st);                                             \
-            }                                                                      \
-            return;                                                                \
-        }                                                                          \
         T *restrict acc = st->acc;                                                 \
-        if (st->seen++ == 0) {                                                     \
-            memcpy(acc, x, sizeof(T) * (size_t)n);                                 \
-        } else if (st->kind == R_PROD) {                                           \
-            for (int64_t j = 0; j < n; j++) {                                      \
-                acc[j] = (T)((U)acc[j] * (U)x[j]);                                 \
+        for (int64_t q = 0; q < rows; q++) {                                       \
+            const T *restrict x = (const T *)(p + q * stride);                     \
+            if (st->kind == R_SUM || st->kind == R_MEAN) {                         \
+                T *restrict part = st->part;                                       \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    part[j] = (T)((U)part[j] + (U)x[j]);                           \
+                }                                                                  \
+                if (++st->cnt == OUTER_BLOCK) {                                    \
+                    outer_flush_##SUF(st);                                         \
+                }                                                                  \
+                continue;                                                          \
             }                                                                      \
-        } else if (st->kind == R_MAX) {                                            \
-            for (int64_t j = 0; j < n; j++) {                                      \
-                acc[j] = x[j] > acc[j] || x[j] != x[j] ? x[j] : acc[j];            \
-            }                                                                      \
-        } else {                                                                   \
-            for (int64_t j = 0; j < n; j++) {                                      \
-                acc[j] = x[j] < acc[j] || x[j] != x[j] ? x[j] : acc[j];            \
+            int64_t r = st->seen++;                                                \
+            if (r == 0) {                                                          \
+                memcpy(acc, x, sizeof(T) * (size_t)n);                             \
+                if (st->at) {                                                      \
+                    memset(st->at, 0, sizeof(int64_t) * (size_t)n);                \
+                }                                                                  \
+            } else if (st->kind == R_PROD) {                                       \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] = (T)((U)acc[j] * (U)x[j]);                             \
+                }                                                                  \
+            } else if (st->kind == R_MAX) {                                        \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] = x[j] > acc[j] || x[j] != x[j] ? x[j] : acc[j];        \
+                }                                                                  \
+            } else if (st->kind == R_MIN) {                                        \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] = x[j] < acc[j] || x[j] != x[j] ? x[j] : acc[j];        \
+                }                                                                  \
+            } else {                                                               \
+                /* arg*: a later row wins when strictly better, or when it is */  \
+                /* the first NaN; a NaN kept in acc is beaten by nothing. */      \
+                int64_t *restrict at = st->at;                                     \
+                int want_max = st->kind == R_ARGMAX;                               \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    T v = x[j], m = acc[j];                                        \
+                    int c = (want_max ? v > m : v < m) | (v != v && m == m);       \
+                    acc[j] = c ? v : m;                                            \
+                    at[j] = c ? r : at[j];                                         \
+                }                                                                  \
             }                                                                      \
         }                                                                          \
     }
@@ -612,18 +662,15 @@ typedef struct outer_walk {
 static void outer_rows(char **p, const int64_t *s, int64_t n, void *user)
 {
     outer_walk *w = user;
-    for (int64_t i = 0; i < n; i++) {
-        const char *x = p[0] + i * s[0];
-        switch (w->dt) {
-        case EV_INT32: outer_row_i32(w->st, (const int32_t *)x); break;
-        case EV_INT64: outer_row_i64(w->st, (const int64_t *)x); break;
-        case EV_FLOAT32: outer_row_f32(w->st, (const float *)x); break;
-        default: outer_row_f64(w->st, (const double *)x); break;
-        }
+    switch (w->dt) {
+    case EV_INT32: outer_rows_i32(w->st, p[0], s[0], n); break;
+    case EV_INT64: outer_rows_i64(w->st, p[0], s[0], n); break;
+    case EV_FLOAT32: outer_rows_f32(w->st, p[0], s[0], n); break;
+    default: outer_rows_f64(w->st, p[0], s[0], n); break;
     }
 }
 
-/* Finishes one output row (of at least two input rows): flushes partial
+/* Finishes one output block (of at least two input rows): flushes partial
  * sums and divides means. */
 static void outer_finish(outer_state *st, ev_dtype dt, int64_t nred)
 {
@@ -677,46 +724,64 @@ static void gather_row(char **p, const int64_t *s, int64_t n, void *user)
     g->dst += n * g->dsize;
 }
 
-/* Runs a reduction whose last kept dimension is x's innermost, dense one:
- * one output row per position of the other kept dims. */
-static int red_outer(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
-                     const int64_t *kstr, ev__iter *rit, int64_t nred)
+/* A reduction whose last kept dimension is x's innermost, dense one: one
+ * task per block of OUTER_COLS columns of each output row (the output rows
+ * run over the other kept dims). */
+typedef struct outer_job {
+    const red_arg *a;
+    const ev__iter *rit;   /* over the reduced dims */
+    int nk;
+    const int64_t *kshape, *kstr;
+    int64_t len, nblk, nred;
+} outer_job;
+
+static void outer_tasks(int64_t lo, int64_t hi, void *p)
 {
-    const ev_tensor *x = a->x;
-    int64_t len = kshape[nk - 1];
-    int64_t lsz = (int64_t)ev__dsize(a->loop);
-    int64_t nrows = a->out->numel / len;
-    void *part = NULL;
-    if (a->kind == R_SUM || a->kind == R_MEAN) {
-        part = ev__malloc((size_t)(len * lsz));
-        if (!part) {
-            return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte buffer",
-                                red_names[a->kind], (long long)(len * lsz));
+    const outer_job *j = p;
+    const red_arg *a = j->a;
+    int64_t xsz = (int64_t)ev__dsize(a->x->dtype), osz = (int64_t)ev__dsize(a->out->dtype);
+    char *base = ev__tensor_ptr(a->x), *o = ev__tensor_ptr(a->out);
+    int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
+    /* 8-byte aligned scratch: arg*'s extremes, or partial sums. */
+    int64_t scratch[OUTER_COLS];
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t r = t / j->nblk, c0 = (t % j->nblk) * OUTER_COLS;
+        int64_t cols = j->len - c0 < OUTER_COLS ? j->len - c0 : OUTER_COLS;
+        /* Where output row r starts in x: unravel r over the kept dims but
+         * the last. */
+        int64_t off = 0, rest = r;
+        for (int d = j->nk - 2; d >= 0; d--) {
+            off += rest % j->kshape[d] * j->kstr[d];
+            rest /= j->kshape[d];
         }
-    }
-    char *base = ev__tensor_ptr(x), *o = ev__tensor_ptr(a->out);
-    int64_t idx[EV_MAX_DIMS] = {0}, off = 0;
-    for (int64_t r = 0; r < nrows; r++) {
-        outer_state st = {a->kind, len, o + r * len * lsz, part, 0, 0};
-        if (part) {
-            memset(part, 0, (size_t)(len * lsz));
-            memset(st.acc, 0, (size_t)(len * lsz));
+        char *ob = o + (r * j->len + c0) * osz;
+        outer_state st = {a->kind, cols, arg ? (void *)scratch : ob, arg ? (int64_t *)ob : NULL,
+                          NULL, 0, 0};
+        if (a->kind == R_SUM || a->kind == R_MEAN) {
+            st.part = scratch;
+            memset(scratch, 0, (size_t)(cols * xsz));
+            memset(ob, 0, (size_t)(cols * xsz));
         }
+        ev__iter it = *j->rit;
+        it.data[0] = base + off + c0 * xsz;
         outer_walk w = {&st, a->loop};
-        rit->data[0] = base + off;
-        ev__iter_rows(rit, outer_rows, &w);
-        outer_finish(&st, a->loop, nred);
-        /* Odometer over the kept dims but the last. */
-        for (int d = nk - 2; d >= 0; d--) {
-            off += kstr[d];
-            if (++idx[d] < kshape[d]) {
-                break;
-            }
-            off -= kstr[d] * kshape[d];
-            idx[d] = 0;
-        }
+        ev__iter_rows(&it, outer_rows, &w);
+        outer_finish(&st, a->loop, j->nred);
     }
-    ev__free(part);
+}
+
+static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *kstr,
+                     ev__iter *rit, int64_t nred)
+{
+    int64_t len = kshape[nk - 1];
+    outer_job j = {a, rit, nk, kshape, kstr, len, (len + OUTER_COLS - 1) / OUTER_COLS, nred};
+    int64_t tasks = a->out->numel / len * j.nblk;
+    int64_t per_task = nred * (len < OUTER_COLS ? len : OUTER_COLS);
+    if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
+        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, outer_tasks, &j);
+    } else {
+        outer_tasks(0, tasks, &j);
+    }
     return 0;
 }
 
@@ -787,11 +852,13 @@ static int red_kernel(void *p, ev_kctx *kc)
     ev__iter rit;
     ev__iter_init_raw(&rit, 1, nr, rshape, &base, (const int64_t(*)[EV_MAX_DIMS])rstr);
     /* Outer path: x's innermost dimension is kept and dense, and the
-     * reducer reads x's own dtype and writes the output's. */
+     * reducer reads x's own dtype and writes the output's (arg*: int64
+     * indexes). */
     int last = x->ndim - 1;
+    int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
     if (nk > 0 && !(a->rmask & (1u << last)) && x->strides[last] == 1 && nred > 1 &&
-        x->dtype == a->loop && a->out->dtype == a->loop && a->kind <= R_MIN) {
-        return red_outer(a, kc, nk, kshape, kstr, &rit, nred);
+        x->dtype == a->loop && (a->kind <= R_MIN ? a->out->dtype == a->loop : arg)) {
+        return red_outer(a, nk, kshape, kstr, &rit, nred);
     }
     /* Contiguous fast path: the reduced elements of each output are one
      * dense run already in the reducer's dtype (e.g. the innermost dims of a
@@ -1015,65 +1082,165 @@ static void smax_drop(void *p)
     ev_tensor_unref(a->out);
 }
 
+/* Softmax of one dense float32 line x[0..n) into y (x == y allowed): the
+ * max by lanes (a NaN is skipped there, but it makes the sum NaN, so the
+ * whole line comes out NaN, as the float64 formula gives), exp_f32 of the
+ * shifted values, their sum in float64 lanes (so the normaliser carries no
+ * float32 rounding), and one division (or, for log_softmax, subtraction)
+ * per element. */
+#define SMAX_LANES 64
+#define SMAX_BLOCK 1024
+EV__SIMD_CLONES
+static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
+{
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= SMAX_LANES) {
+        float acc[SMAX_LANES];
+        for (int j = 0; j < SMAX_LANES; j++) {
+            acc[j] = x[j];
+        }
+        for (i = SMAX_LANES; i + SMAX_LANES <= n; i += SMAX_LANES) {
+            LANE_UNROLL
+            for (int j = 0; j < SMAX_LANES; j++) {
+                acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+            }
+        }
+        for (int j = 0; j < SMAX_LANES; j++) {
+            m = acc[j] > m ? acc[j] : m;
+        }
+    }
+    for (; i < n; i++) {
+        m = x[i] > m ? x[i] : m;
+    }
+    /* exp of the shifted values, a block at a time, into y (softmax) or
+     * a scratch block (log_softmax, which reads x again after: x may be y). */
+    double sl[SMAX_LANES / 2] = {0};
+    double s = 0;
+    float tmp[SMAX_BLOCK];
+    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
+        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        float *e = log_ ? tmp : y + b;
+        for (int64_t k = 0; k < len; k++) {
+            e[k] = exp_f32(x[b + k] - m);
+        }
+        int64_t k = 0;
+        for (; k + SMAX_LANES / 2 <= len; k += SMAX_LANES / 2) {
+            LANE_UNROLL
+            for (int j = 0; j < SMAX_LANES / 2; j++) {
+                sl[j] += (double)e[k + j];
+            }
+        }
+        for (; k < len; k++) {
+            s += (double)e[k];
+        }
+    }
+    for (int j = 0; j < SMAX_LANES / 2; j++) {
+        s += sl[j];
+    }
+    if (log_) {
+        float ls = (float)log(s);
+        for (i = 0; i < n; i++) {
+            y[i] = (x[i] - m) - ls;
+        }
+    } else {
+        float sf = (float)s;
+        for (i = 0; i < n; i++) {
+            y[i] = y[i] / sf;
+        }
+    }
+}
+
+/* The same in float64 with libm's exp (x == y allowed). */
+static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
+{
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        m = x[i] > m || x[i] != x[i] ? x[i] : m;
+    }
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += exp(x[i] - m);
+    }
+    if (log_) {
+        double ls = log(s);
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = x[i] - m - ls;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = exp(x[i] - m) / s;
+        }
+    }
+}
+
+typedef struct smax_job {
+    const smax_arg *a;
+    ev__lines lines;   /* x, y */
+    int dense;         /* both step one element along dim: no buffer */
+    _Atomic int nomem; /* a chunk could not get its buffer */
+} smax_job;
+
+/* Lines [lo, hi) of a softmax, for ev__parallel_for. A line that is not
+ * dense in both operands is copied into a buffer of its float type,
+ * computed there and copied out. */
+static void smax_lines(int64_t lo, int64_t hi, void *p)
+{
+    smax_job *j = p;
+    const ev__lines *l = &j->lines;
+    ev_dtype dt = j->a->x->dtype;
+    int64_t len = l->len[0], esz = (int64_t)ev__dsize(dt);
+    char *buf = NULL;
+    if (!j->dense) {
+        buf = ev__malloc((size_t)(len * esz));
+        if (!buf) {
+            atomic_store(&j->nomem, 1);
+            return;
+        }
+    }
+    int64_t idx[EV_MAX_DIMS], off[2];
+    ev__lines_seek(l, lo, idx, off);
+    for (int64_t k = lo; k < hi; k++) {
+        const char *x = l->data[0] + off[0];
+        char *y = l->data[1] + off[1];
+        if (buf) {
+            ev__copy_run(buf, esz, x, l->step[0], len, (size_t)esz);
+        }
+        const char *src = buf ? buf : x;
+        char *dst = buf ? buf : y;
+        if (dt == EV_FLOAT32) {
+            smax_line_f32((const float *)src, (float *)dst, len, j->a->log);
+        } else {
+            smax_line_f64((const double *)src, (double *)dst, len, j->a->log);
+        }
+        if (buf) {
+            ev__copy_run(y, l->step[1], buf, esz, len, (size_t)esz);
+        }
+        ev__lines_next(l, idx, off);
+    }
+    ev__free(buf);
+}
+
 static int smax_kernel(void *p, ev_kctx *kc)
 {
     smax_arg *a = p;
-    const ev_tensor *x = a->x, *y = a->out;
-    if (x->numel == 0) {
+    if (a->x->numel == 0) {
         return 0;
     }
-    int64_t xsz = (int64_t)ev__dsize(x->dtype), ysz = (int64_t)ev__dsize(y->dtype);
-    int64_t len = a->dim >= 0 ? x->shape[a->dim] : 1;
-    int64_t xs = a->dim >= 0 ? x->strides[a->dim] * xsz : 0;
-    int64_t ys = a->dim >= 0 ? y->strides[a->dim] * ysz : 0;
-    /* Each line along dim is computed in float64 in a buffer and rounded once
-     * into the output: lines are short next to the cost of exp. */
-    double *buf = ev__malloc((size_t)len * sizeof(double));
-    if (!buf) {
+    smax_job j = {.a = a};
+    ev_tensor *ops[2] = {a->x, a->out};
+    ev__lines_init(&j.lines, 2, ops, a->dim);
+    int64_t esz = (int64_t)ev__dsize(a->x->dtype), len = j.lines.len[0];
+    j.dense = (j.lines.step[0] == esz || len == 1) && (j.lines.step[1] == esz || len == 1);
+    atomic_init(&j.nomem, 0);
+    /* Lines of at least EV__PARALLEL_GRAIN / 8 elements a chunk: exp makes
+     * each element several times dearer than a copy. */
+    int64_t grain = (EV__PARALLEL_GRAIN / 8 + len - 1) / len;
+    ev__parallel_for(j.lines.count, grain, smax_lines, &j);
+    if (atomic_load(&j.nomem)) {
         return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a buffer",
                             a->log ? "log_softmax" : "softmax");
     }
-    char *xb = ev__tensor_ptr(x), *yb = ev__tensor_ptr(y);
-    int64_t idx[EV_MAX_DIMS] = {0};
-    int64_t xo = 0, yo = 0;
-    int64_t lines = x->numel / len;
-    for (int64_t l = 0; l < lines; l++) {
-        ev__cast_strided(buf, EV_FLOAT64, sizeof(double), xb + xo, x->dtype, xs, len);
-        double m = -INFINITY;
-        for (int64_t i = 0; i < len; i++) {
-            m = buf[i] > m || buf[i] != buf[i] ? buf[i] : m;
-        }
-        double s = 0;
-        for (int64_t i = 0; i < len; i++) {
-            s += exp(buf[i] - m);
-        }
-        if (a->log) {
-            double ls = log(s);
-            for (int64_t i = 0; i < len; i++) {
-                buf[i] = buf[i] - m - ls;
-            }
-        } else {
-            for (int64_t i = 0; i < len; i++) {
-                buf[i] = exp(buf[i] - m) / s;
-            }
-        }
-        ev__cast_strided(yb + yo, y->dtype, ys, buf, EV_FLOAT64, sizeof(double), len);
-        /* Next line: odometer over every dimension but dim. */
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            if (d == a->dim) {
-                continue;
-            }
-            xo += x->strides[d] * xsz;
-            yo += y->strides[d] * ysz;
-            if (++idx[d] < x->shape[d]) {
-                break;
-            }
-            xo -= x->strides[d] * xsz * x->shape[d];
-            yo -= y->strides[d] * ysz * y->shape[d];
-            idx[d] = 0;
-        }
-    }
-    ev__free(buf);
     return 0;
 }
 

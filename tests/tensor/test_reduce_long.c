@@ -151,12 +151,70 @@ static void test_sum_long(void)
     free(v);
 }
 
+/* softmax or log_softmax of the n values v[0], v[stride], ... into out
+ * (same stride), in float64. */
+static void ref_softmax(const double *v, int64_t n, int64_t stride, int log_, double *out)
+{
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        m = isnan(v[i * stride]) || v[i * stride] > m ? v[i * stride] : m;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        s += exp(v[i * stride] - m);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double z = v[i * stride] - m;
+        out[i * stride] = log_ ? z - log(s) : exp(z) / s;
+    }
+}
+
+static void test_softmax_long(void)
+{
+    /* Rows of 1000 and 70 (lanes plus a tail), along either dim, with a
+     * NaN row; float32 against the float64 formula. */
+    const int64_t shapes[2][2] = {{3, 1000}, {130, 70}};
+    for (int s = 0; s < 2; s++) {
+        int64_t r = shapes[s][0], c = shapes[s][1], n = r * c;
+        double *v = malloc(sizeof(double) * (size_t)n), *want = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = (double)((i * 7919) % 2001) / 100.0 - 10.0;
+        }
+        v[c + 5] = NAN; /* row 1 (dim=1) and column 5 (dim=0) are NaN */
+        ev_tensor *x = tensor_from(EV_FLOAT32, 2, SHAPE(r, c), v);
+        /* The reference from the float32 values the kernel sees. */
+        double *vf = malloc(sizeof(double) * (size_t)n);
+        read_f64(x, vf);
+        for (int log_ = 0; log_ < 2; log_++) {
+            for (int dim = 0; dim < 2; dim++) {
+                if (dim == 1) {
+                    for (int64_t i = 0; i < r; i++) {
+                        ref_softmax(vf + i * c, c, 1, log_, want + i * c);
+                    }
+                } else {
+                    for (int64_t j = 0; j < c; j++) {
+                        ref_softmax(vf + j, r, c, log_, want + j);
+                    }
+                }
+                ev_tensor *y;
+                CHECK_OK(log_ ? ev_log_softmax(&EX, x, dim, &y) : ev_softmax(&EX, x, dim, &y));
+                check_tensor(y, EV_FLOAT32, 2, SHAPE(r, c), want, 2e-6);
+                ev_tensor_unref(y);
+            }
+        }
+        ev_tensor_unref(x);
+        free(vf);
+        free(want);
+        free(v);
+    }
+}
+
 int main(void)
 {
     test_setup();
     RUN_TEST(test_extrema_long);
     RUN_TEST(test_extrema_rows_and_columns);
     RUN_TEST(test_sum_long);
+    RUN_TEST(test_softmax_long);
     test_teardown();
     return 0;
 }
