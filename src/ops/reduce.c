@@ -50,6 +50,7 @@ const char *ev_reduce_op_name(int op)
  * (SSE2, AVX2, AVX-512 clone) adds the same numbers in the same order and
  * gets the same bits. */
 #define SUM_LANES 64
+#define SMAX_BLOCK 1024 /* exp_f32 results held at a time (softmax, logsumexp) */
 /* The lane loops are unrolled before the vectorizer sees them, so that
  * the lanes live in registers (a rolled inner loop keeps them in memory). */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -431,6 +432,279 @@ static int64_t extrema_parallel(ev_dtype dt, const void *x, int64_t n, int want_
     return at;
 }
 
+/* ------------------------------------------- lane kernels of other ops
+ *
+ * Products, float64 sums and squared deviations of float32 or float64
+ * runs, sums of exp, and any/all on raw bits, each written with lanes as
+ * the sums above (the same bits from every clone). */
+#define LANE_KERNELS(SUF, T)                                                   \
+    /* The sum of x[0..n) in float64 lanes. */                                 \
+    EV__SIMD_CLONES                                                            \
+    static double sum64_##SUF(const T *restrict x, int64_t n)                  \
+    {                                                                          \
+        double r[32] = {0};                                                    \
+        int64_t i = 0;                                                         \
+        for (; i + 32 <= n; i += 32) {                                         \
+            LANE_UNROLL                                                        \
+            for (int j = 0; j < 32; j++) {                                     \
+                r[j] += (double)x[i + j];                                      \
+            }                                                                  \
+        }                                                                      \
+        for (int h = 16; h > 0; h /= 2) {                                      \
+            for (int j = 0; j < h; j++) {                                      \
+                r[j] += r[j + h];                                              \
+            }                                                                  \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            r[0] += (double)x[i];                                              \
+        }                                                                      \
+        return r[0];                                                           \
+    }                                                                          \
+    /* The sum of (x[i] - mean)^2 in float64 lanes. */                        \
+    EV__SIMD_CLONES                                                            \
+    static double sqdev_##SUF(const T *restrict x, int64_t n, double mean)     \
+    {                                                                          \
+        double r[32] = {0};                                                    \
+        int64_t i = 0;                                                         \
+        for (; i + 32 <= n; i += 32) {                                         \
+            LANE_UNROLL                                                        \
+            for (int j = 0; j < 32; j++) {                                     \
+                double d = (double)x[i + j] - mean;                            \
+                r[j] += d * d;                                                 \
+            }                                                                  \
+        }                                                                      \
+        for (int h = 16; h > 0; h /= 2) {                                      \
+            for (int j = 0; j < h; j++) {                                      \
+                r[j] += r[j + h];                                              \
+            }                                                                  \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            double d = (double)x[i] - mean;                                    \
+            r[0] += d * d;                                                     \
+        }                                                                      \
+        return r[0];                                                           \
+    }                                                                          \
+    /* The product of x[0..n) in lanes of T. */                               \
+    EV__SIMD_CLONES                                                            \
+    static T prod_##SUF(const T *restrict x, int64_t n)                        \
+    {                                                                          \
+        T r[32];                                                               \
+        for (int j = 0; j < 32; j++) {                                         \
+            r[j] = 1;                                                          \
+        }                                                                      \
+        int64_t i = 0;                                                         \
+        for (; i + 32 <= n; i += 32) {                                         \
+            LANE_UNROLL                                                        \
+            for (int j = 0; j < 32; j++) {                                     \
+                r[j] *= x[i + j];                                              \
+            }                                                                  \
+        }                                                                      \
+        for (int h = 16; h > 0; h /= 2) {                                      \
+            for (int j = 0; j < h; j++) {                                      \
+                r[j] *= r[j + h];                                              \
+            }                                                                  \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            r[0] *= x[i];                                                      \
+        }                                                                      \
+        return r[0];                                                           \
+    }
+LANE_KERNELS(f32, float)
+LANE_KERNELS(f64, double)
+
+/* Integers wrap: the product mod 2^64 (computed unsigned; signed overflow
+ * is undefined), in lanes, which wrapping arithmetic leaves exact. */
+EV__SIMD_CLONES
+static uint64_t prod_u64(const uint64_t *restrict x, int64_t n)
+{
+    uint64_t r[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        LANE_UNROLL
+        for (int j = 0; j < 8; j++) {
+            r[j] *= x[i + j];
+        }
+    }
+    for (; i < n; i++) {
+        r[0] *= x[i];
+    }
+    return ((r[0] * r[1]) * (r[2] * r[3])) * ((r[4] * r[5]) * (r[6] * r[7]));
+}
+
+/* The sum, in float64, of exp(x[i] - m) for float32 x by exp_f32, a block
+ * of SMAX_BLOCK at a time through a scratch block. */
+EV__SIMD_CLONES
+static double sumexp_f32(const float *x, int64_t n, float m)
+{
+    double r[32] = {0};
+    float e[SMAX_BLOCK];
+    double s = 0;
+    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
+        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        for (int64_t k = 0; k < len; k++) {
+            e[k] = exp_f32(x[b + k] - m);
+        }
+        int64_t k = 0;
+        for (; k + 32 <= len; k += 32) {
+            LANE_UNROLL
+            for (int j = 0; j < 32; j++) {
+                r[j] += (double)e[k + j];
+            }
+        }
+        for (; k < len; k++) {
+            s += (double)e[k];
+        }
+    }
+    for (int j = 0; j < 32; j++) {
+        s += r[j];
+    }
+    return s;
+}
+
+/* any / all of n elements of esz bytes read as raw bits: an element is
+ * true when a bit other than a float's sign is set (NaN is true, -0.0
+ * false), so one loop serves every dtype, chunk by chunk so that the
+ * answer stops the scan early. */
+#define TRUTH_CHUNK 4096
+#define TRUTH_LOOPS(U)                                                         \
+    /* The number of true elements of x[0..n). */                              \
+    EV__SIMD_CLONES                                                            \
+    static int64_t truth_count_##U(const U *restrict x, int64_t n, U mask)     \
+    {                                                                          \
+        int64_t c = 0;                                                         \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            c += (x[i] & mask) != 0;                                           \
+        }                                                                      \
+        return c;                                                              \
+    }                                                                          \
+    /* Nonzero if an element of x[0..n) is true. */                           \
+    EV__SIMD_CLONES                                                            \
+    static U truth_or_##U(const U *restrict x, int64_t n, U mask)              \
+    {                                                                          \
+        U r = 0;                                                               \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            r |= x[i] & mask;                                                  \
+        }                                                                      \
+        return r;                                                              \
+    }
+TRUTH_LOOPS(uint8_t)
+TRUTH_LOOPS(uint16_t)
+TRUTH_LOOPS(uint32_t)
+TRUTH_LOOPS(uint64_t)
+
+/* The mask of the bits that make an element of dt true. */
+static uint64_t truth_mask(ev_dtype dt)
+{
+    switch (dt) {
+    case EV_FLOAT32: return 0x7fffffffu;
+    case EV_FLOAT64: return 0x7fffffffffffffffu;
+    default: return ~(uint64_t)0 >> (64 - 8 * ev__dsize(dt));
+    }
+}
+
+/* 1 if any (want_all: every) element of the n at x, of dtype dt, is true. */
+static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
+{
+    uint64_t mask = truth_mask(dt);
+    size_t esz = ev__dsize(dt);
+    for (int64_t b = 0; b < n; b += TRUTH_CHUNK) {
+        int64_t len = n - b < TRUTH_CHUNK ? n - b : TRUTH_CHUNK;
+        const char *p = (const char *)x + b * (int64_t)esz;
+        int64_t c;
+        if (want_all) {
+            switch (esz) {
+            case 1: c = truth_count_uint8_t((const uint8_t *)p, len, (uint8_t)mask); break;
+            case 2: c = truth_count_uint16_t((const uint16_t *)p, len, (uint16_t)mask); break;
+            case 4: c = truth_count_uint32_t((const uint32_t *)p, len, (uint32_t)mask); break;
+            default: c = truth_count_uint64_t((const uint64_t *)p, len, mask); break;
+            }
+            if (c != len) {
+                return 0;
+            }
+        } else {
+            switch (esz) {
+            case 1: c = truth_or_uint8_t((const uint8_t *)p, len, (uint8_t)mask) != 0; break;
+            case 2: c = truth_or_uint16_t((const uint16_t *)p, len, (uint16_t)mask) != 0; break;
+            case 4: c = truth_or_uint32_t((const uint32_t *)p, len, (uint32_t)mask) != 0; break;
+            default: c = truth_or_uint64_t((const uint64_t *)p, len, mask) != 0; break;
+            }
+            if (c) {
+                return 1;
+            }
+        }
+    }
+    return want_all;
+}
+
+/* Long runs are cut into at most RED_PARTS parts of a length that depends
+ * on n alone, reduced in parallel and combined in order, so the result is
+ * the same whatever the number of threads. */
+#define RED_PARTS 64
+enum { P_SUM64_F32, P_SUM64_F64, P_SQDEV_F32, P_SQDEV_F64, P_SUMEXP_F32, P_PROD_F32,
+       P_PROD_F64, P_PROD_U64 };
+
+typedef union part_val {
+    double f64;
+    float f32;
+    uint64_t u64;
+} part_val;
+
+static part_val part_eval(int what, const char *x, int64_t n, double arg)
+{
+    part_val v;
+    switch (what) {
+    case P_SUM64_F32: v.f64 = sum64_f32((const float *)x, n); break;
+    case P_SUM64_F64: v.f64 = sum64_f64((const double *)x, n); break;
+    case P_SQDEV_F32: v.f64 = sqdev_f32((const float *)x, n, arg); break;
+    case P_SQDEV_F64: v.f64 = sqdev_f64((const double *)x, n, arg); break;
+    case P_SUMEXP_F32: v.f64 = sumexp_f32((const float *)x, n, (float)arg); break;
+    case P_PROD_F32: v.f32 = prod_f32((const float *)x, n); break;
+    case P_PROD_F64: v.f64 = prod_f64((const double *)x, n); break;
+    default: v.u64 = prod_u64((const uint64_t *)x, n); break;
+    }
+    return v;
+}
+
+typedef struct parts_job {
+    int what;
+    const char *x;
+    int64_t n, part, esz;
+    double arg;
+    part_val out[RED_PARTS];
+} parts_job;
+
+static void parts_run(int64_t lo, int64_t hi, void *p)
+{
+    parts_job *j = p;
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t b = k * j->part, len = j->n - b < j->part ? j->n - b : j->part;
+        j->out[k] = part_eval(j->what, j->x + b * j->esz, len, j->arg);
+    }
+}
+
+/* Reduces n elements (of esz bytes) at x by what, in parts when long. */
+static part_val parts_reduce(int what, const void *x, int64_t n, int64_t esz, double arg)
+{
+    if (n < PAR_SUM_MIN) {
+        return part_eval(what, x, n, arg);
+    }
+    parts_job j = {.what = what, .x = x, .n = n, .esz = esz, .arg = arg};
+    j.part = (n + RED_PARTS - 1) / RED_PARTS;
+    j.part = (j.part + 4095) / 4096 * 4096;
+    int64_t parts = (n + j.part - 1) / j.part;
+    ev__parallel_for(parts, 1, parts_run, &j);
+    part_val r = j.out[0];
+    for (int64_t k = 1; k < parts; k++) {
+        switch (what) {
+        case P_PROD_F32: r.f32 *= j.out[k].f32; break;
+        case P_PROD_F64: r.f64 *= j.out[k].f64; break;
+        case P_PROD_U64: r.u64 *= j.out[k].u64; break;
+        default: r.f64 += j.out[k].f64; break;
+        }
+    }
+    return r;
+}
+
 /* A reduction's result before it is stored in the output's dtype. */
 typedef struct red_val {
     ev_dtype dtype;
@@ -443,9 +717,10 @@ typedef struct red_val {
     } v;
 } red_val;
 
-/* Reduces n contiguous elements of dtype loop (n > 0 unless the op allows
- * empty input). */
-static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
+/* Reduces n contiguous elements of dtype src (n > 0 unless the op allows
+ * empty input) into a result of dtype loop. src is loop but for the kernels
+ * that read x's own dtype (see red_reads_x). */
+static red_val reduce_row(int kind, ev_dtype loop, ev_dtype src, const void *row, int64_t n,
                           double correction)
 {
     red_val r;
@@ -478,26 +753,11 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
         break;
     case R_PROD:
         if (loop == EV_INT64) {
-            const int64_t *x = row;
-            uint64_t s = 1;
-            for (int64_t i = 0; i < n; i++) {
-                s *= (uint64_t)x[i];
-            }
-            r.v.i64 = (int64_t)s;
+            r.v.i64 = (int64_t)parts_reduce(P_PROD_U64, row, n, 8, 0).u64;
         } else if (loop == EV_FLOAT32) {
-            const float *x = row;
-            float s = 1;
-            for (int64_t i = 0; i < n; i++) {
-                s *= x[i];
-            }
-            r.v.f32 = s;
+            r.v.f32 = parts_reduce(P_PROD_F32, row, n, 4, 0).f32;
         } else {
-            const double *x = row;
-            double s = 1;
-            for (int64_t i = 0; i < n; i++) {
-                s *= x[i];
-            }
-            r.v.f64 = s;
+            r.v.f64 = parts_reduce(P_PROD_F64, row, n, 8, 0).f64;
         }
         break;
     case R_MAX:
@@ -514,45 +774,43 @@ static red_val reduce_row(int kind, ev_dtype loop, const void *row, int64_t n,
         break;
     }
     case R_ANY:
-    case R_ALL: { /* loop is bool: each element arrives as x != 0 */
-        const uint8_t *x = row;
-        uint8_t stop = kind == R_ANY; /* the value that decides the result */
-        r.v.b = !stop;
-        for (int64_t i = 0; i < n; i++) {
-            if (x[i] == stop) {
-                r.v.b = stop;
-                break;
-            }
-        }
+    case R_ALL: /* loop is bool; src is x's dtype (read as bits) or bool */
+        r.v.b = (uint8_t)truth_run(src, row, n, kind == R_ALL);
         break;
-    }
-    case R_LOGSUMEXP: { /* loop is float64 */
-        const double *x = row;
-        double m = -INFINITY;
-        for (int64_t i = 0; i < n && m == m; i++) {
-            m = x[i] > m || x[i] != x[i] ? x[i] : m;
+    case R_LOGSUMEXP: { /* loop is float64; src float32 or float64 */
+        if (n == 0) {
+            r.v.f64 = -INFINITY;
+            break;
         }
+        int64_t esz = (int64_t)ev__dsize(src);
+        int64_t at = extrema_parallel(src, row, n, 1);
+        double m = src == EV_FLOAT32 ? (double)((const float *)row)[at]
+                                     : ((const double *)row)[at];
         if (m != m || isinf(m)) {
             /* NaN propagates; with no NaN, +inf anywhere gives +inf, and
-             * all -inf (or no element) gives -inf. x - m would be NaN. */
+             * all -inf gives -inf. x - m would be NaN. */
             r.v.f64 = m;
             break;
         }
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) {
-            s += exp(x[i] - m);
+        double s;
+        if (src == EV_FLOAT32) {
+            s = parts_reduce(P_SUMEXP_F32, row, n, esz, m).f64;
+        } else {
+            const double *x = row;
+            s = 0;
+            for (int64_t i = 0; i < n; i++) {
+                s += exp(x[i] - m);
+            }
         }
         r.v.f64 = m + log(s);
         break;
     }
-    default: { /* R_VAR, R_STD: loop is float64 */
-        const double *x = row;
-        double mean = pairwise_f64(x, n) / (double)n;
-        double ss = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double d = x[i] - mean;
-            ss += d * d;
-        }
+    default: { /* R_VAR, R_STD: loop is float64; src float32 or float64 */
+        int f32 = src == EV_FLOAT32;
+        int64_t esz = f32 ? 4 : 8;
+        double mean = parts_reduce(f32 ? P_SUM64_F32 : P_SUM64_F64, row, n, esz, 0).f64 /
+                      (double)n;
+        double ss = parts_reduce(f32 ? P_SQDEV_F32 : P_SQDEV_F64, row, n, esz, mean).f64;
         double denom = (double)n - correction;
         double var = n == 0 ? NAN : ss / (denom > 0 ? denom : 0);
         r.v.f64 = kind == R_STD ? sqrt(var) : var;
@@ -794,6 +1052,7 @@ typedef struct rows_job {
     int64_t osz, nred;
     int nk;
     const int64_t *kshape, *kstr;
+    ev_dtype src;   /* the dtype the rows hold */
 } rows_job;
 
 static void reduce_rows(int64_t lo, int64_t hi, void *p)
@@ -807,7 +1066,7 @@ static void reduce_rows(int64_t lo, int64_t hi, void *p)
         off += idx[d] * j->kstr[d];
     }
     for (int64_t i = lo; i < hi; i++) {
-        red_val r = reduce_row(j->a->kind, j->a->loop, j->base + off, j->nred,
+        red_val r = reduce_row(j->a->kind, j->a->loop, j->src, j->base + off, j->nred,
                                j->a->correction);
         ev__cast_strided(j->o + i * j->osz, j->a->out->dtype, j->osz, &r.v, r.dtype, 0, 1);
         for (int d = j->nk - 1; d >= 0; d--) {
@@ -819,6 +1078,114 @@ static void reduce_rows(int64_t lo, int64_t hi, void *p)
             idx[d] = 0;
         }
     }
+}
+
+/* 1 if reduce_row reads kind's input in dtype xd itself, not converted to
+ * the loop dtype: any/all read the bits of every dtype, and the float64
+ * reducers (var, std, logsumexp) read float32. */
+static int red_reads_x(int kind, ev_dtype xd)
+{
+    if (kind == R_ANY || kind == R_ALL) {
+        return 1;
+    }
+    return (kind == R_VAR || kind == R_STD || kind == R_LOGSUMEXP) && ev_dtype_is_float(xd);
+}
+
+/* A reduction whose kept innermost dimension is dense, which the outer
+ * path does not serve (var, std, logsumexp, any, all; dtypes converted):
+ * instead of gathering one output's elements at a time, striding through
+ * memory once per output, a block of up to COLS_BLOCK neighbouring outputs
+ * is gathered at once, reading rows of the block's width, into one buffer
+ * row per output; each row is then reduced as a dense one. One task per
+ * block, split over the intra-op threads; each output sees the same
+ * elements in the same order as alone. */
+#define COLS_BLOCK 64
+#define COLS_BUF_BYTES ((int64_t)1 << 19)
+
+typedef struct cols_job {
+    const red_arg *a;
+    const ev__iter *rit;  /* over the reduced dims */
+    int nk;
+    const int64_t *kshape, *kstr;
+    int64_t len, nblk, width, nred;
+    ev_dtype src;         /* the buffer's dtype: loop, or x's where reduce_row reads it */
+    _Atomic int nomem;
+} cols_job;
+
+typedef struct cols_gather {
+    char *buf;            /* the next buffer column to fill */
+    int64_t rowbytes;     /* one output's row in the buffer */
+    int64_t width, xsz, bsz;
+    ev_dtype xd, bd;
+} cols_gather;
+
+static void cols_gather_rows(char **p, const int64_t *s, int64_t n, void *user)
+{
+    cols_gather *g = user;
+    for (int64_t i = 0; i < n; i++) {
+        ev__cast_strided(g->buf, g->bd, g->rowbytes, p[0] + i * s[0], g->xd, g->xsz, g->width);
+        g->buf += g->bsz;
+    }
+}
+
+static void cols_tasks(int64_t lo, int64_t hi, void *p)
+{
+    cols_job *j = p;
+    const red_arg *a = j->a;
+    int64_t xsz = (int64_t)ev__dsize(a->x->dtype), osz = (int64_t)ev__dsize(a->out->dtype);
+    int64_t bsz = (int64_t)ev__dsize(j->src);
+    /* Buffer rows a cache line longer than needed: at a power-of-two pitch
+     * the block's writes would all fall in one cache set. */
+    int64_t pitch = (j->nred * bsz + 63) / 64 * 64 + 64;
+    char *buf = ev__malloc((size_t)(j->width * pitch));
+    if (!buf) {
+        atomic_store(&j->nomem, 1);
+        return;
+    }
+    char *base = ev__tensor_ptr(a->x), *o = ev__tensor_ptr(a->out);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t r = t / j->nblk, c0 = (t % j->nblk) * j->width;
+        int64_t cols = j->len - c0 < j->width ? j->len - c0 : j->width;
+        int64_t off = 0, rest = r;
+        for (int d = j->nk - 2; d >= 0; d--) {
+            off += rest % j->kshape[d] * j->kstr[d];
+            rest /= j->kshape[d];
+        }
+        ev__iter it = *j->rit;
+        it.data[0] = base + off + c0 * xsz;
+        cols_gather g = {buf, pitch, cols, xsz, bsz, a->x->dtype, j->src};
+        ev__iter_rows(&it, cols_gather_rows, &g);
+        for (int64_t c = 0; c < cols; c++) {
+            red_val v = reduce_row(a->kind, a->loop, j->src, buf + c * pitch, j->nred,
+                                   a->correction);
+            ev__cast_strided(o + (r * j->len + c0 + c) * osz, a->out->dtype, osz, &v.v, v.dtype,
+                             0, 1);
+        }
+    }
+    ev__free(buf);
+}
+
+static int red_cols(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
+                    const int64_t *kstr, ev__iter *rit, int64_t nred)
+{
+    int64_t len = kshape[nk - 1];
+    ev_dtype src = red_reads_x(a->kind, a->x->dtype) ? a->x->dtype : a->loop;
+    int64_t bsz = (int64_t)ev__dsize(src);
+    int64_t width = COLS_BUF_BYTES / (nred * bsz);
+    width = width < 1 ? 1 : width > COLS_BLOCK ? COLS_BLOCK : width;
+    cols_job j = {a, rit, nk, kshape, kstr, len, (len + width - 1) / width, width, nred, src, 0};
+    int64_t tasks = a->out->numel / len * j.nblk;
+    int64_t per_task = nred * (len < width ? len : width);
+    if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
+        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, cols_tasks, &j);
+    } else {
+        cols_tasks(0, tasks, &j);
+    }
+    if (atomic_load(&j.nomem)) {
+        return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte buffer",
+                            red_names[a->kind], (long long)(width * nred * bsz));
+    }
+    return 0;
 }
 
 static int red_kernel(void *p, ev_kctx *kc)
@@ -860,11 +1227,17 @@ static int red_kernel(void *p, ev_kctx *kc)
         x->dtype == a->loop && (a->kind <= R_MIN ? a->out->dtype == a->loop : arg)) {
         return red_outer(a, nk, kshape, kstr, &rit, nred);
     }
+    if (nk > 0 && !(a->rmask & (1u << last)) && x->strides[last] == 1 && nred > 1 &&
+        kshape[nk - 1] > 1) {
+        return red_cols(a, kc, nk, kshape, kstr, &rit, nred);
+    }
     /* Contiguous fast path: the reduced elements of each output are one
-     * dense run already in the reducer's dtype (e.g. the innermost dims of a
-     * contiguous tensor); otherwise gather them into a buffer, converting. */
-    int direct = x->dtype == a->loop &&
+     * dense run already in the reducer's dtype, or in one of x's dtypes that
+     * the reducer reads itself (e.g. the innermost dims of a contiguous
+     * tensor); otherwise gather them into a buffer, converting. */
+    int direct = (x->dtype == a->loop || red_reads_x(a->kind, x->dtype)) &&
                  (nred <= 1 || (rit.ndim == 1 && rit.strides[0][0] == xsz));
+    ev_dtype src = direct ? x->dtype : a->loop;
     char *buf = NULL;
     if (!direct && nred > 0) {
         buf = ev__malloc((size_t)(nred * lsz));
@@ -876,7 +1249,7 @@ static int red_kernel(void *p, ev_kctx *kc)
     char *o = ev__tensor_ptr(a->out);
     if (direct && nout > 1 && nred > 0 && nout * nred >= PAR_SUM_MIN) {
         /* Many dense rows: split the outputs over the intra-op threads. */
-        rows_job job = {a, base, o, osz, nred, nk, kshape, kstr};
+        rows_job job = {a, base, o, osz, nred, nk, kshape, kstr, src};
         ev__parallel_for(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
         return 0;
     }
@@ -893,7 +1266,7 @@ static int red_kernel(void *p, ev_kctx *kc)
                 ev__iter_rows(&rit, gather_row, &g);
             }
         }
-        red_val r = reduce_row(a->kind, a->loop, row, nred, a->correction);
+        red_val r = reduce_row(a->kind, a->loop, src, row, nred, a->correction);
         ev__cast_strided(o + i * osz, a->out->dtype, osz, &r.v, r.dtype, 0, 1);
         for (int d = nk - 1; d >= 0; d--) {
             off += kstr[d];
@@ -1089,7 +1462,6 @@ static void smax_drop(void *p)
  * float32 rounding), and one division (or, for log_softmax, subtraction)
  * per element. */
 #define SMAX_LANES 64
-#define SMAX_BLOCK 1024
 EV__SIMD_CLONES
 static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
 {
@@ -1227,7 +1599,7 @@ static int smax_kernel(void *p, ev_kctx *kc)
     if (a->x->numel == 0) {
         return 0;
     }
-    smax_job j = {.a = a};
+    smax_job j = {.a = a, .nomem = 0};
     ev_tensor *ops[2] = {a->x, a->out};
     ev__lines_init(&j.lines, 2, ops, a->dim);
     int64_t esz = (int64_t)ev__dsize(a->x->dtype), len = j.lines.len[0];
