@@ -982,6 +982,153 @@ static void gather_row(char **p, const int64_t *s, int64_t n, void *user)
     g->dst += n * g->dsize;
 }
 
+/* Column kernels of the outer path for any/all (on raw bits, into the bool
+ * output block) and for the float64 reducers (var, std: sums, then sums of
+ * squared deviations; logsumexp: maxima, then sums of exp), each over rows
+ * input rows stride bytes apart. */
+#define OUTER_TRUTH(U)                                                             \
+    EV__SIMD_CLONES                                                                \
+    static void outer_truth_##U(uint8_t *restrict acc, const char *p, int64_t stride, \
+                                int64_t rows, int64_t n, U mask, int want_all)     \
+    {                                                                              \
+        for (int64_t q = 0; q < rows; q++) {                                       \
+            const U *restrict x = (const U *)(p + q * stride);                     \
+            if (want_all) {                                                        \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] &= (uint8_t)((x[j] & mask) != 0);                       \
+                }                                                                  \
+            } else {                                                               \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] |= (uint8_t)((x[j] & mask) != 0);                       \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }
+OUTER_TRUTH(uint8_t)
+OUTER_TRUTH(uint16_t)
+OUTER_TRUTH(uint32_t)
+OUTER_TRUTH(uint64_t)
+
+enum { ST_SUM, ST_SQDEV, ST_MAX, ST_SUMEXP };
+
+#define OUTER_STATS(SUF, T, EXPF)                                                  \
+    EV__SIMD_CLONES                                                                \
+    static void outer_stats_##SUF(int stage, double *restrict acc, const double *restrict aux, \
+                                  const char *p, int64_t stride, int64_t rows, int64_t n) \
+    {                                                                              \
+        for (int64_t q = 0; q < rows; q++) {                                       \
+            const T *restrict x = (const T *)(p + q * stride);                     \
+            if (stage == ST_SUM) {                                                 \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] += (double)x[j];                                        \
+                }                                                                  \
+            } else if (stage == ST_SQDEV) {                                        \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    double d = (double)x[j] - aux[j];                              \
+                    acc[j] += d * d;                                               \
+                }                                                                  \
+            } else if (stage == ST_MAX) {                                          \
+                T *restrict m = (T *)acc; /* NaN, once met, stays */               \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    m[j] = x[j] > m[j] || x[j] != x[j] ? x[j] : m[j];              \
+                }                                                                  \
+            } else {                                                               \
+                const T *restrict m = (const T *)aux;                              \
+                for (int64_t j = 0; j < n; j++) {                                  \
+                    acc[j] += (double)EXPF(x[j] - m[j]);                           \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }
+OUTER_STATS(f32, float, exp_f32)
+OUTER_STATS(f64, double, exp)
+
+typedef struct stats_walk {
+    int stage;
+    ev_dtype xd;
+    int64_t n;
+    double *acc;
+    const double *aux;
+    uint8_t *truth;   /* any/all: the output block */
+    int want_all;
+} stats_walk;
+
+static void stats_rows(char **p, const int64_t *s, int64_t rows, void *user)
+{
+    stats_walk *w = user;
+    if (w->truth) {
+        uint64_t mask = truth_mask(w->xd);
+        switch (ev__dsize(w->xd)) {
+        case 1: outer_truth_uint8_t(w->truth, p[0], s[0], rows, w->n, (uint8_t)mask, w->want_all); break;
+        case 2: outer_truth_uint16_t(w->truth, p[0], s[0], rows, w->n, (uint16_t)mask, w->want_all); break;
+        case 4: outer_truth_uint32_t(w->truth, p[0], s[0], rows, w->n, (uint32_t)mask, w->want_all); break;
+        default: outer_truth_uint64_t(w->truth, p[0], s[0], rows, w->n, mask, w->want_all); break;
+        }
+    } else if (w->xd == EV_FLOAT32) {
+        outer_stats_f32(w->stage, w->acc, w->aux, p[0], s[0], rows, w->n);
+    } else {
+        outer_stats_f64(w->stage, w->acc, w->aux, p[0], s[0], rows, w->n);
+    }
+}
+
+/* Runs the outer path's any/all, var/std or logsumexp over one block of
+ * cols outputs at ob, the reduced rows walked by it; scratch holds 2 cols
+ * doubles. */
+static void outer_block_stats(const red_arg *a, ev__iter *it, int64_t cols, int64_t nred,
+                              char *ob, double *scratch)
+{
+    ev_dtype xd = a->x->dtype;
+    stats_walk w = {0, xd, cols, scratch, scratch + cols, NULL, a->kind == R_ALL};
+    if (a->kind == R_ANY || a->kind == R_ALL) {
+        w.truth = (uint8_t *)ob;
+        memset(ob, a->kind == R_ALL, (size_t)cols);
+        ev__iter_rows(it, stats_rows, &w);
+        return;
+    }
+    double *acc = scratch, *aux = scratch + cols;
+    double res[OUTER_COLS];
+    if (a->kind == R_VAR || a->kind == R_STD) {
+        memset(acc, 0, sizeof(double) * (size_t)cols);
+        w.stage = ST_SUM;
+        ev__iter_rows(it, stats_rows, &w);
+        for (int64_t c = 0; c < cols; c++) {
+            aux[c] = acc[c] / (double)nred;
+            acc[c] = 0;
+        }
+        w.stage = ST_SQDEV;
+        ev__iter_rows(it, stats_rows, &w);
+        double denom = (double)nred - a->correction;
+        for (int64_t c = 0; c < cols; c++) {
+            double var = acc[c] / (denom > 0 ? denom : 0);
+            res[c] = a->kind == R_STD ? sqrt(var) : var;
+        }
+    } else { /* R_LOGSUMEXP */
+        /* Maxima in x's dtype, kept in aux's room. */
+        for (int64_t c = 0; c < cols; c++) {
+            if (xd == EV_FLOAT32) {
+                ((float *)aux)[c] = -INFINITY;
+            } else {
+                aux[c] = -INFINITY;
+            }
+        }
+        w.stage = ST_MAX;
+        w.acc = aux;
+        ev__iter_rows(it, stats_rows, &w);
+        memset(acc, 0, sizeof(double) * (size_t)cols);
+        w.stage = ST_SUMEXP;
+        w.acc = acc;
+        w.aux = aux;
+        ev__iter_rows(it, stats_rows, &w);
+        for (int64_t c = 0; c < cols; c++) {
+            double m = xd == EV_FLOAT32 ? (double)((const float *)aux)[c] : aux[c];
+            /* NaN and infinite maxima are the result (see reduce_row). */
+            res[c] = m != m || isinf(m) ? m : m + log(acc[c]);
+        }
+    }
+    ev__cast_strided(ob, a->out->dtype, (int64_t)ev__dsize(a->out->dtype), res, EV_FLOAT64,
+                     sizeof(double), cols);
+}
+
 /* A reduction whose last kept dimension is x's innermost, dense one: one
  * task per block of OUTER_COLS columns of each output row (the output rows
  * run over the other kept dims). */
@@ -1000,8 +1147,9 @@ static void outer_tasks(int64_t lo, int64_t hi, void *p)
     int64_t xsz = (int64_t)ev__dsize(a->x->dtype), osz = (int64_t)ev__dsize(a->out->dtype);
     char *base = ev__tensor_ptr(a->x), *o = ev__tensor_ptr(a->out);
     int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
-    /* 8-byte aligned scratch: arg*'s extremes, or partial sums. */
-    int64_t scratch[OUTER_COLS];
+    /* 8-byte aligned scratch: arg*'s extremes, partial sums, or the two
+     * rows of outer_block_stats. */
+    int64_t scratch[2 * OUTER_COLS];
     for (int64_t t = lo; t < hi; t++) {
         int64_t r = t / j->nblk, c0 = (t % j->nblk) * OUTER_COLS;
         int64_t cols = j->len - c0 < OUTER_COLS ? j->len - c0 : OUTER_COLS;
@@ -1022,6 +1170,11 @@ static void outer_tasks(int64_t lo, int64_t hi, void *p)
         }
         ev__iter it = *j->rit;
         it.data[0] = base + off + c0 * xsz;
+        if (a->kind == R_ANY || a->kind == R_ALL || a->kind == R_VAR || a->kind == R_STD ||
+            a->kind == R_LOGSUMEXP) {
+            outer_block_stats(a, &it, cols, j->nred, ob, (double *)scratch);
+            continue;
+        }
         outer_walk w = {&st, a->loop};
         ev__iter_rows(&it, outer_rows, &w);
         outer_finish(&st, a->loop, j->nred);
@@ -1223,8 +1376,11 @@ static int red_kernel(void *p, ev_kctx *kc)
      * indexes). */
     int last = x->ndim - 1;
     int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
+    int stats = a->kind == R_ANY || a->kind == R_ALL ||
+                ((a->kind == R_VAR || a->kind == R_STD || a->kind == R_LOGSUMEXP) &&
+                 ev_dtype_is_float(x->dtype));
     if (nk > 0 && !(a->rmask & (1u << last)) && x->strides[last] == 1 && nred > 1 &&
-        x->dtype == a->loop && (a->kind <= R_MIN ? a->out->dtype == a->loop : arg)) {
+        (stats || (x->dtype == a->loop && (a->kind <= R_MIN ? a->out->dtype == a->loop : arg)))) {
         return red_outer(a, nk, kshape, kstr, &rit, nred);
     }
     if (nk > 0 && !(a->rmask & (1u << last)) && x->strides[last] == 1 && nred > 1 &&
