@@ -309,22 +309,30 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         if (k >= 0) {                                                          \
             return (ext_dirty_##SUF(chk) ? from : i) + k;                      \
         }                                                                      \
-        /* Fold the four vectors into one, keeping per lane the extreme and   \
-         * its smallest index, then the lanes. */                             \
+        /* The extreme per lane over the four vectors, then per lane the    \
+         * smallest index holding it, then the same across the lanes. Each   \
+         * step is a compare feeding a select: GCC vectorizes that form, but  \
+         * scalarizes masks combined with & and |. */                         \
+        V mv = acc[0];                                                         \
         for (int q = 1; q < 4; q++) {                                          \
-            VI better = want_max ? acc[q] > acc[0] : acc[q] < acc[0];          \
-            VI take = better | ((acc[q] == acc[0]) & (at[q] < at[0]));         \
-            acc[0] = (V)(((VI)acc[q] & take) | ((VI)acc[0] & ~take));          \
-            at[0] = (at[q] & take) | (at[0] & ~take);                          \
+            VI c = want_max ? acc[q] > mv : acc[q] < mv;                       \
+            mv = (V)(((VI)acc[q] & c) | ((VI)mv & ~c));                        \
         }                                                                      \
-        T m = acc[0][0];                                                       \
-        int64_t best = at[0][0];                                               \
+        VI big = iota * 0 + (IT)n;                                             \
+        VI bi = big;                                                           \
+        for (int q = 0; q < 4; q++) {                                          \
+            VI e = acc[q] == mv;                                               \
+            VI cand = (at[q] & e) | (big & ~e);                                \
+            VI c = cand < bi;                                                  \
+            bi = (cand & c) | (bi & ~c);                                       \
+        }                                                                      \
+        T m = mv[0];                                                           \
         for (int j = 1; j < VL; j++) {                                         \
-            T v = acc[0][j];                                                   \
-            if ((want_max ? v > m : v < m) || (v == m && at[0][j] < best)) {   \
-                m = v;                                                         \
-                best = at[0][j];                                               \
-            }                                                                  \
+            m = (want_max ? mv[j] > m : mv[j] < m) ? mv[j] : m;                \
+        }                                                                      \
+        IT best = (IT)n;                                                       \
+        for (int j = 0; j < VL; j++) {                                         \
+            best = mv[j] == m && bi[j] < best ? bi[j] : best;                  \
         }                                                                      \
         for (; i < n; i++) {                                                   \
             if (want_max ? x[i] > m : x[i] < m) {                              \
