@@ -112,6 +112,27 @@ const char *ev_reduce_op_name(int op)
 PAIRWISE(f32, float)
 PAIRWISE(f64, double)
 
+/* ev__parallel_for over n tasks: the pool rounds its chunks up to 64
+ * elements (cache lines of a float loop), which would put up to 64 tasks
+ * in one chunk, on one thread; so each task counts as 64 elements there. */
+typedef struct par_tasks_ctx {
+    void (*fn)(int64_t lo, int64_t hi, void *ctx);
+    void *ctx;
+} par_tasks_ctx;
+
+static void par_tasks_range(int64_t lo, int64_t hi, void *p)
+{
+    const par_tasks_ctx *t = p;
+    t->fn(lo / 64, hi / 64, t->ctx);
+}
+
+static void par_tasks(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
+                      void *ctx)
+{
+    par_tasks_ctx t = {fn, ctx};
+    ev__parallel_for(n * 64, (grain < 1 ? 1 : grain) * 64, par_tasks_range, &t);
+}
+
 /* Pairwise sums of long rows, split over the intra-op threads. The tree is
  * cut at nodes of at most `leaf` elements; each leaf is summed by the
  * serial code above and the leaves are combined along the same tree, so the
@@ -184,7 +205,7 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     }
     ps->n_leaves = 0;
     par_leaves(ps, 0, n);
-    ev__parallel_for(ps->n_leaves, 1, par_sum_range, ps);
+    par_tasks(ps->n_leaves, 1, par_sum_range, ps);
     int k = 0;
     *out = esize == 4 ? (double)par_combine_f32(ps, n, &k) : par_combine_f64(ps, n, &k);
     ev__free(ps);
@@ -342,6 +363,64 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         }                                                                      \
         return best;                                                           \
     }                                                                          \
+    /* The extreme value alone of x[0..n), 4 VL <= n (max/min need no      \
+     * index): lanes without indexes, NaN as soon as a chunk holds one. */     \
+    EV__SIMD_CLONES                                                            \
+    static T extval_lanes_##SUF(const T *x, int64_t n, int want_max)           \
+    {                                                                          \
+        typedef v_##SUF V;                                                     \
+        typedef vi_##SUF VI;                                                   \
+        V acc[4], chk[4];                                                      \
+        for (int k = 0; k < 4; k++) {                                          \
+            memcpy(&acc[k], x + k * VL, sizeof acc[k]);                        \
+            chk[k] = acc[k] - acc[k];                                          \
+        }                                                                      \
+        int64_t i = 4 * VL, from = 0;                                          \
+        while (i + 4 * VL <= n) {                                              \
+            int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
+            for (; i + 4 * VL <= end; i += 4 * VL) {                           \
+                LANE_UNROLL                                                    \
+                for (int k = 0; k < 4; k++) {                                  \
+                    V v;                                                       \
+                    memcpy(&v, x + i + k * VL, sizeof v);                      \
+                    VI c = want_max ? v > acc[k] : v < acc[k];                 \
+                    acc[k] = (V)(((VI)v & c) | ((VI)acc[k] & ~c));             \
+                    chk[k] += v - v;                                           \
+                }                                                              \
+            }                                                                  \
+            if (ext_dirty_##SUF(chk)) {                                        \
+                int64_t k = first_nan_##SUF(x + from, i - from);               \
+                if (k >= 0) {                                                  \
+                    return x[from + k];                                        \
+                }                                                              \
+                for (int q = 0; q < 4; q++) {                                  \
+                    chk[q] = (V){0};                                           \
+                }                                                              \
+            }                                                                  \
+            from = i;                                                          \
+        }                                                                      \
+        int64_t k = first_nan_##SUF(x + from, n - from);                       \
+        if (k >= 0) {                                                          \
+            return x[from + k];                                                \
+        }                                                                      \
+        for (int q = 1; q < 4; q++) {                                          \
+            VI c = want_max ? acc[q] > acc[0] : acc[q] < acc[0];               \
+            acc[0] = (V)(((VI)acc[q] & c) | ((VI)acc[0] & ~c));                \
+        }                                                                      \
+        T m = acc[0][0];                                                       \
+        for (int j = 1; j < VL; j++) {                                         \
+            m = (want_max ? acc[0][j] > m : acc[0][j] < m) ? acc[0][j] : m;    \
+        }                                                                      \
+        for (; i < n; i++) {                                                   \
+            m = (want_max ? x[i] > m : x[i] < m) ? x[i] : m;                   \
+        }                                                                      \
+        return m;                                                              \
+    }                                                                          \
+    static T extval_##SUF(const T *x, int64_t n, int want_max)                 \
+    {                                                                          \
+        return n < 4 * VL ? x[extrema_scalar_##SUF(x, n, want_max)]            \
+                          : extval_lanes_##SUF(x, n, want_max);                \
+    }                                                                          \
     static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
     {                                                                          \
         if (n < 2 * VL) {                                                      \
@@ -421,6 +500,74 @@ static int ext_beats(ev_dtype dt, const char *x, int64_t i, int64_t at, int want
     }
 }
 
+/* The extreme value (NaN if there is one) of n > 0 elements of dtype dt
+ * into *out, of dt's size; long runs in parts over the pool as
+ * extrema_parallel (any NaN gives NaN, so the order of parts only matters
+ * for which of two equal zeros comes out). */
+typedef struct extval_job {
+    ev_dtype dt;
+    const char *x;
+    int64_t n, part;
+    int want_max;
+    union {
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } v[EXT_PARTS];
+} extval_job;
+
+static void extval_run(ev_dtype dt, const char *x, int64_t n, int want_max, void *out)
+{
+    switch (dt) {
+    case EV_INT32: *(int32_t *)out = extval_i32((const int32_t *)x, n, want_max); break;
+    case EV_INT64: *(int64_t *)out = extval_i64((const int64_t *)x, n, want_max); break;
+    case EV_FLOAT32: *(float *)out = extval_f32((const float *)x, n, want_max); break;
+    default: *(double *)out = extval_f64((const double *)x, n, want_max); break;
+    }
+}
+
+static void extval_parts(int64_t lo, int64_t hi, void *p)
+{
+    extval_job *j = p;
+    int64_t esz = (int64_t)ev__dsize(j->dt);
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t b = k * j->part, len = j->n - b < j->part ? j->n - b : j->part;
+        extval_run(j->dt, j->x + b * esz, len, j->want_max, &j->v[k]);
+    }
+}
+
+static void extval_parallel(ev_dtype dt, const void *x, int64_t n, int want_max, void *out)
+{
+    if (n < PAR_SUM_MIN) {
+        extval_run(dt, x, n, want_max, out);
+        return;
+    }
+    extval_job j = {.dt = dt, .x = x, .n = n, .want_max = want_max};
+    j.part = (n + EXT_PARTS - 1) / EXT_PARTS;
+    j.part = (j.part + EXT_CHUNK - 1) / EXT_CHUNK * EXT_CHUNK;
+    int64_t parts = (n + j.part - 1) / j.part;
+    par_tasks(parts, 1, extval_parts, &j);
+    /* Combined as ext_beats: a NaN beats anything but an earlier NaN. */
+    switch (dt) {
+#define EXTVAL_COMBINE(T, F)                                                          \
+    {                                                                                 \
+        T m = j.v[0].F;                                                               \
+        for (int64_t k = 1; k < parts; k++) {                                         \
+            T a = j.v[k].F;                                                           \
+            m = m == m && (a != a || (want_max ? a > m : a < m)) ? a : m;             \
+        }                                                                             \
+        memcpy(out, &m, sizeof m);                                                    \
+        break;                                                                        \
+    }
+    case EV_INT32: EXTVAL_COMBINE(int32_t, i32)
+    case EV_INT64: EXTVAL_COMBINE(int64_t, i64)
+    case EV_FLOAT32: EXTVAL_COMBINE(float, f32)
+    default: EXTVAL_COMBINE(double, f64)
+#undef EXTVAL_COMBINE
+    }
+}
+
 static int64_t extrema_parallel(ev_dtype dt, const void *x, int64_t n, int want_max)
 {
     if (n < PAR_SUM_MIN) {
@@ -430,7 +577,7 @@ static int64_t extrema_parallel(ev_dtype dt, const void *x, int64_t n, int want_
     j.part = (n + EXT_PARTS - 1) / EXT_PARTS;
     j.part = (j.part + EXT_CHUNK - 1) / EXT_CHUNK * EXT_CHUNK;
     int64_t parts = (n + j.part - 1) / j.part;
-    ev__parallel_for(parts, 1, ext_parts, &j);
+    par_tasks(parts, 1, ext_parts, &j);
     int64_t at = j.at[0];
     for (int64_t k = 1; k < parts; k++) {
         if (ext_beats(dt, x, j.at[k], at, want_max)) {
@@ -700,7 +847,7 @@ static part_val parts_reduce(int what, const void *x, int64_t n, int64_t esz, do
     j.part = (n + RED_PARTS - 1) / RED_PARTS;
     j.part = (j.part + 4095) / 4096 * 4096;
     int64_t parts = (n + j.part - 1) / j.part;
-    ev__parallel_for(parts, 1, parts_run, &j);
+    par_tasks(parts, 1, parts_run, &j);
     part_val r = j.out[0];
     for (int64_t k = 1; k < parts; k++) {
         switch (what) {
@@ -773,11 +920,11 @@ static red_val reduce_row(int kind, ev_dtype loop, ev_dtype src, const void *row
     case R_ARGMAX:
     case R_ARGMIN: {
         int want_max = kind == R_MAX || kind == R_ARGMAX;
-        int64_t at = extrema_parallel(loop, row, n, want_max);
-        memcpy(&r.v, (const char *)row + at * (int64_t)ev__dsize(loop), ev__dsize(loop));
-        if (kind == R_ARGMAX || kind == R_ARGMIN) {
+        if (kind == R_MAX || kind == R_MIN) {
+            extval_parallel(loop, row, n, want_max, &r.v);
+        } else {
             r.dtype = EV_INT64;
-            r.v.i64 = at;
+            r.v.i64 = extrema_parallel(loop, row, n, want_max);
         }
         break;
     }
@@ -1197,7 +1344,7 @@ static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *k
     int64_t tasks = a->out->numel / len * j.nblk;
     int64_t per_task = nred * (len < OUTER_COLS ? len : OUTER_COLS);
     if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
-        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, outer_tasks, &j);
+        par_tasks(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, outer_tasks, &j);
     } else {
         outer_tasks(0, tasks, &j);
     }
@@ -1205,7 +1352,7 @@ static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *k
 }
 
 /* Outputs [lo, hi) of a reduction whose rows are dense in the reducer's
- * dtype (red_kernel's direct path), for ev__parallel_for. */
+ * dtype (red_kernel's direct path), for par_tasks. */
 typedef struct rows_job {
     const red_arg *a;
     const char *base;
@@ -1338,7 +1485,7 @@ static int red_cols(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
     int64_t tasks = a->out->numel / len * j.nblk;
     int64_t per_task = nred * (len < width ? len : width);
     if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
-        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, cols_tasks, &j);
+        par_tasks(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, cols_tasks, &j);
     } else {
         cols_tasks(0, tasks, &j);
     }
@@ -1414,7 +1561,7 @@ static int red_kernel(void *p, ev_kctx *kc)
     if (direct && nout > 1 && nred > 0 && nout * nred >= PAR_SUM_MIN) {
         /* Many dense rows: split the outputs over the intra-op threads. */
         rows_job job = {a, base, o, osz, nred, nk, kshape, kstr, src};
-        ev__parallel_for(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
+        par_tasks(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
         return 0;
     }
     int64_t idx[EV_MAX_DIMS] = {0};
@@ -1790,7 +1937,7 @@ static void smax_col_tasks(int64_t lo, int64_t hi, void *p)
     }
 }
 
-/* Lines [lo, hi) of a softmax, for ev__parallel_for. A line that is not
+/* Lines [lo, hi) of a softmax, for par_tasks. A line that is not
  * dense in both operands is copied into a buffer of its float type,
  * computed there and copied out. */
 static void smax_lines(int64_t lo, int64_t hi, void *p)
@@ -1852,13 +1999,13 @@ static int smax_kernel(void *p, ev_kctx *kc)
         j.nblk = (j.inner + SMAX_COLS - 1) / SMAX_COLS;
         int64_t tasks = j.lines.count / j.inner * j.nblk;
         int64_t per = len * (j.inner < SMAX_COLS ? j.inner : SMAX_COLS);
-        ev__parallel_for(tasks, (EV__PARALLEL_GRAIN / 8 + per - 1) / per, smax_col_tasks, &j);
+        par_tasks(tasks, (EV__PARALLEL_GRAIN / 8 + per - 1) / per, smax_col_tasks, &j);
         return 0;
     }
     /* Lines of at least EV__PARALLEL_GRAIN / 8 elements a chunk: exp makes
      * each element several times dearer than a copy. */
     int64_t grain = (EV__PARALLEL_GRAIN / 8 + len - 1) / len;
-    ev__parallel_for(j.lines.count, grain, smax_lines, &j);
+    par_tasks(j.lines.count, grain, smax_lines, &j);
     if (atomic_load(&j.nomem)) {
         return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a buffer",
                             a->log ? "log_softmax" : "softmax");
