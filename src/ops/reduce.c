@@ -1336,10 +1336,151 @@ static void outer_tasks(int64_t lo, int64_t hi, void *p)
     }
 }
 
+/* Few output blocks over many rows (sum over axis 0 of a matrix): the rows
+ * are cut into segments of OUTER_SEG (a multiple of OUTER_BLOCK), each
+ * reduced into its own partial block by a task, and the partials combined
+ * in order. The cut depends on the shape alone, so the result does not
+ * depend on the number of threads. */
+#define OUTER_SEG 256
+
+#define OUTER_COMBINE(SUF, T, U)                                                   \
+    EV__SIMD_CLONES                                                                \
+    static void outer_combine_##SUF(int kind, T *restrict out, int64_t *restrict oat, \
+                                    const T *restrict seg, const int64_t *restrict sat, \
+                                    int64_t n, int64_t row0)                       \
+    {                                                                              \
+        if (kind == R_SUM || kind == R_MEAN) {                                     \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                out[j] = (T)((U)out[j] + (U)seg[j]);                               \
+            }                                                                      \
+        } else if (kind == R_PROD) {                                               \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                out[j] = (T)((U)out[j] * (U)seg[j]);                               \
+            }                                                                      \
+        } else if (kind == R_MAX || kind == R_MIN) {                               \
+            int want_max = kind == R_MAX;                                          \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                T v = seg[j], m = out[j];                                          \
+                out[j] = (want_max ? v > m : v < m) || v != v ? v : m;             \
+            }                                                                      \
+        } else {                                                                   \
+            int want_max = kind == R_ARGMAX;                                       \
+            for (int64_t j = 0; j < n; j++) {                                      \
+                T v = seg[j], m = out[j];                                          \
+                int c = (want_max ? v > m : v < m) | (v != v && m == m);           \
+                out[j] = c ? v : m;                                                \
+                oat[j] = c ? sat[j] + row0 : oat[j];                               \
+            }                                                                      \
+        }                                                                          \
+    }
+OUTER_COMBINE(i32, int32_t, uint32_t)
+OUTER_COMBINE(i64, int64_t, uint64_t)
+OUTER_COMBINE(f32, float, float)
+OUTER_COMBINE(f64, double, double)
+
+typedef struct seg_job {
+    const red_arg *a;
+    const ev__iter *rit;   /* one reduced dim: rit->shape[0] rows */
+    int64_t len, nseg;
+    char *vals;            /* nseg blocks of len values (loop dtype) */
+    int64_t *ats;          /* arg*: nseg blocks of len indexes */
+} seg_job;
+
+static void seg_tasks(int64_t lo, int64_t hi, void *p)
+{
+    const seg_job *j = p;
+    const red_arg *a = j->a;
+    int64_t lsz = (int64_t)ev__dsize(a->loop), xsz = (int64_t)ev__dsize(a->x->dtype);
+    int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
+    int64_t scratch[OUTER_COLS];
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t s = t % j->nseg, c0 = t / j->nseg * OUTER_COLS;
+        int64_t cols = j->len - c0 < OUTER_COLS ? j->len - c0 : OUTER_COLS;
+        int64_t r0 = s * OUTER_SEG, rows = j->rit->shape[0] - r0;
+        rows = rows < OUTER_SEG ? rows : OUTER_SEG;
+        char *vb = j->vals + (s * j->len + c0) * lsz;
+        int sum = a->kind == R_SUM || a->kind == R_MEAN;
+        /* Means divide once, after the partials are combined. */
+        outer_state st = {sum ? R_SUM : a->kind, cols, vb,
+                          arg ? j->ats + s * j->len + c0 : NULL, NULL, 0, 0};
+        if (sum) {
+            st.part = scratch;
+            memset(scratch, 0, (size_t)(cols * lsz));
+            memset(vb, 0, (size_t)(cols * lsz));
+        }
+        char *rowp = j->rit->data[0] + r0 * j->rit->strides[0][0] + c0 * xsz;
+        int64_t stride = j->rit->strides[0][0];
+        switch (a->loop) {
+        case EV_INT32: outer_rows_i32(&st, rowp, stride, rows); break;
+        case EV_INT64: outer_rows_i64(&st, rowp, stride, rows); break;
+        case EV_FLOAT32: outer_rows_f32(&st, rowp, stride, rows); break;
+        default: outer_rows_f64(&st, rowp, stride, rows); break;
+        }
+        outer_finish(&st, a->loop, rows);
+    }
+}
+
+/* The segmented path for one output row (x's kept dims are its innermost
+ * one alone); returns 1 if it ran, 0 if it does not apply or its buffers
+ * are not to be had (the plain path then runs). */
+static int red_outer_segments(red_arg *a, int nk, ev__iter *rit, int64_t len, int64_t nred)
+{
+    if (nk != 1 || rit->ndim != 1 || nred < 2 * OUTER_SEG || a->kind > R_ARGMIN ||
+        a->kind == R_ANY || a->kind == R_ALL || a->kind == R_LOGSUMEXP) {
+        return 0;
+    }
+    int arg = a->kind == R_ARGMAX || a->kind == R_ARGMIN;
+    int64_t lsz = (int64_t)ev__dsize(a->loop);
+    seg_job j = {a, rit, len, (nred + OUTER_SEG - 1) / OUTER_SEG, NULL, NULL};
+    j.vals = ev__malloc((size_t)(j.nseg * len * lsz));
+    j.ats = arg ? ev__malloc(sizeof(int64_t) * (size_t)(j.nseg * len)) : NULL;
+    if (!j.vals || (arg && !j.ats)) {
+        ev__free(j.vals);
+        ev__free(j.ats);
+        return 0;
+    }
+    int64_t nblk = (len + OUTER_COLS - 1) / OUTER_COLS;
+    int64_t per = OUTER_SEG * (len < OUTER_COLS ? len : OUTER_COLS);
+    par_tasks(nblk * j.nseg, (PAR_SUM_MIN / 8 + per - 1) / per, seg_tasks, &j);
+    char *o = ev__tensor_ptr(a->out);
+    char *out = arg ? j.vals : o; /* arg*: values combine in place in segment 0 */
+    int64_t *oat = arg ? (int64_t *)o : NULL;
+    if (arg) {
+        memcpy(oat, j.ats, sizeof(int64_t) * (size_t)len);
+    } else {
+        memcpy(out, j.vals, (size_t)(len * lsz));
+    }
+    for (int64_t s = 1; s < j.nseg; s++) {
+        const char *sv = j.vals + s * len * lsz;
+        const int64_t *sa = arg ? j.ats + s * len : NULL;
+        switch (a->loop) {
+        case EV_INT32: outer_combine_i32(a->kind, (int32_t *)out, oat, (const int32_t *)sv, sa, len, s * OUTER_SEG); break;
+        case EV_INT64: outer_combine_i64(a->kind, (int64_t *)out, oat, (const int64_t *)sv, sa, len, s * OUTER_SEG); break;
+        case EV_FLOAT32: outer_combine_f32(a->kind, (float *)out, oat, (const float *)sv, sa, len, s * OUTER_SEG); break;
+        default: outer_combine_f64(a->kind, (double *)out, oat, (const double *)sv, sa, len, s * OUTER_SEG); break;
+        }
+    }
+    if (a->kind == R_MEAN) {
+        for (int64_t c = 0; c < len; c++) {
+            if (a->loop == EV_FLOAT32) {
+                ((float *)o)[c] /= (float)nred;
+            } else {
+                ((double *)o)[c] /= (double)nred;
+            }
+        }
+    }
+    ev__free(j.vals);
+    ev__free(j.ats);
+    return 1;
+}
+
 static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *kstr,
                      ev__iter *rit, int64_t nred)
 {
     int64_t len = kshape[nk - 1];
+    if (red_outer_segments(a, nk, rit, len, nred)) {
+        return 0;
+    }
     outer_job j = {a, rit, nk, kshape, kstr, len, (len + OUTER_COLS - 1) / OUTER_COLS, nred};
     int64_t tasks = a->out->numel / len * j.nblk;
     int64_t per_task = nred * (len < OUTER_COLS ? len : OUTER_COLS);
