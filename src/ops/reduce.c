@@ -347,14 +347,23 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             VI c = cand < bi;                                                  \
             bi = (cand & c) | (bi & ~c);                                       \
         }                                                                      \
-        T m = mv[0];                                                           \
-        for (int j = 1; j < VL; j++) {                                         \
-            m = (want_max ? mv[j] > m : mv[j] < m) ? mv[j] : m;                \
+        /* Across the lanes by butterflies of shuffles: the extreme into     \
+         * every lane, then the smallest index of a lane that holds it. */    \
+        V mall = mv;                                                           \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            V o = __builtin_shuffle(mall, iota ^ (IT)h);                       \
+            VI c = want_max ? o > mall : o < mall;                             \
+            mall = (V)(((VI)o & c) | ((VI)mall & ~c));                         \
         }                                                                      \
-        IT best = (IT)n;                                                       \
-        for (int j = 0; j < VL; j++) {                                         \
-            best = mv[j] == m && bi[j] < best ? bi[j] : best;                  \
+        VI e = mv == mall;                                                     \
+        VI cand = (bi & e) | (big & ~e);                                       \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            VI o = __builtin_shuffle(cand, iota ^ (IT)h);                      \
+            VI c = o < cand;                                                   \
+            cand = (o & c) | (cand & ~c);                                      \
         }                                                                      \
+        T m = mall[0];                                                         \
+        int64_t best = cand[0];                                                \
         for (; i < n; i++) {                                                   \
             if (want_max ? x[i] > m : x[i] < m) {                              \
                 m = x[i];                                                      \
@@ -407,10 +416,16 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             VI c = want_max ? acc[q] > acc[0] : acc[q] < acc[0];               \
             acc[0] = (V)(((VI)acc[q] & c) | ((VI)acc[0] & ~c));                \
         }                                                                      \
-        T m = acc[0][0];                                                       \
-        for (int j = 1; j < VL; j++) {                                         \
-            m = (want_max ? acc[0][j] > m : acc[0][j] < m) ? acc[0][j] : m;    \
+        VI iota;                                                               \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
         }                                                                      \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            V o = __builtin_shuffle(acc[0], iota ^ (IT)h);                     \
+            VI c = want_max ? o > acc[0] : o < acc[0];                         \
+            acc[0] = (V)(((VI)o & c) | ((VI)acc[0] & ~c));                     \
+        }                                                                      \
+        T m = acc[0][0];                                                       \
         for (; i < n; i++) {                                                   \
             m = (want_max ? x[i] > m : x[i] < m) ? x[i] : m;                   \
         }                                                                      \
