@@ -225,6 +225,18 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
  * lanes give the extreme and, among the lanes that hold it, the smallest
  * index: the first occurrence, as the scalar loop finds. */
 #define EXT_CHUNK 4096
+/* o = the vector whose lane j is lane m[j] of v (VL lanes): one permute
+ * under GCC, a loop of lanes elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LANE_PERMUTE(o, v, m, VL) ((o) = __builtin_shuffle(v, m))
+#else
+#define LANE_PERMUTE(o, v, m, VL)                                              \
+    do {                                                                       \
+        for (int q_ = 0; q_ < (VL); q_++) {                                    \
+            (o)[q_] = (v)[(m)[q_]];                                            \
+        }                                                                      \
+    } while (0)
+#endif
 #define EXT_MAX_RUN ((int64_t)1 << 30) /* lane indexes are 32-bit for 32-bit types */
 
 #define EXT_STEP(CMP, VL, IT)                                                  \
@@ -351,14 +363,16 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
          * every lane, then the smallest index of a lane that holds it. */    \
         V mall = mv;                                                           \
         for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o = __builtin_shuffle(mall, iota ^ (IT)h);                       \
+            V o;                                                               \
+            LANE_PERMUTE(o, mall, iota ^ (IT)h, VL);                           \
             VI c = want_max ? o > mall : o < mall;                             \
             mall = (V)(((VI)o & c) | ((VI)mall & ~c));                         \
         }                                                                      \
         VI e = mv == mall;                                                     \
         VI cand = (bi & e) | (big & ~e);                                       \
         for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            VI o = __builtin_shuffle(cand, iota ^ (IT)h);                      \
+            VI o;                                                              \
+            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
             VI c = o < cand;                                                   \
             cand = (o & c) | (cand & ~c);                                      \
         }                                                                      \
@@ -421,7 +435,8 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             iota[j] = (IT)j;                                                   \
         }                                                                      \
         for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o = __builtin_shuffle(acc[0], iota ^ (IT)h);                     \
+            V o;                                                               \
+            LANE_PERMUTE(o, acc[0], iota ^ (IT)h, VL);                         \
             VI c = want_max ? o > acc[0] : o < acc[0];                         \
             acc[0] = (V)(((VI)o & c) | ((VI)acc[0] & ~c));                     \
         }                                                                      \
