@@ -748,19 +748,21 @@ static double sumexp_f32(const float *x, int64_t n, float m)
 
 /* any / all of n elements of esz bytes read as raw bits: an element is
  * true when a bit other than a float's sign is set (NaN is true, -0.0
- * false), so one loop serves every dtype, chunk by chunk so that the
- * answer stops the scan early. */
+ * false), so one loop serves every dtype: any ORs the masked bits, all
+ * takes their unsigned minimum; chunk by chunk so that the answer stops
+ * the scan early. */
 #define TRUTH_CHUNK 4096
 #define TRUTH_LOOPS(U)                                                         \
-    /* The number of true elements of x[0..n). */                              \
+    /* Zero if an element of x[0..n) is false (the least masked value). */    \
     EV__SIMD_CLONES                                                            \
-    static int64_t truth_count_##U(const U *restrict x, int64_t n, U mask)     \
+    static U truth_min_##U(const U *restrict x, int64_t n, U mask)             \
     {                                                                          \
-        int64_t c = 0;                                                         \
+        U r = mask;                                                            \
         for (int64_t i = 0; i < n; i++) {                                      \
-            c += (x[i] & mask) != 0;                                           \
+            U v = x[i] & mask;                                                 \
+            r = v < r ? v : r;                                                 \
         }                                                                      \
-        return c;                                                              \
+        return r;                                                              \
     }                                                                          \
     /* Nonzero if an element of x[0..n) is true. */                           \
     EV__SIMD_CLONES                                                            \
@@ -787,35 +789,79 @@ static uint64_t truth_mask(ev_dtype dt)
     }
 }
 
-/* 1 if any (want_all: every) element of the n at x, of dtype dt, is true. */
-static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
+/* 1 if any (want_all: every) element of the n at x, of dtype dt, is true;
+ * chunk by chunk, stopping at the first that decides. */
+static int truth_serial(ev_dtype dt, const void *x, int64_t n, int want_all)
 {
     uint64_t mask = truth_mask(dt);
     size_t esz = ev__dsize(dt);
     for (int64_t b = 0; b < n; b += TRUTH_CHUNK) {
         int64_t len = n - b < TRUTH_CHUNK ? n - b : TRUTH_CHUNK;
         const char *p = (const char *)x + b * (int64_t)esz;
-        int64_t c;
+        uint64_t v;
         if (want_all) {
             switch (esz) {
-            case 1: c = truth_count_uint8_t((const uint8_t *)p, len, (uint8_t)mask); break;
-            case 2: c = truth_count_uint16_t((const uint16_t *)p, len, (uint16_t)mask); break;
-            case 4: c = truth_count_uint32_t((const uint32_t *)p, len, (uint32_t)mask); break;
-            default: c = truth_count_uint64_t((const uint64_t *)p, len, mask); break;
-            }
-            if (c != len) {
-                return 0;
+            case 1: v = truth_min_uint8_t((const uint8_t *)p, len, (uint8_t)mask); break;
+            case 2: v = truth_min_uint16_t((const uint16_t *)p, len, (uint16_t)mask); break;
+            case 4: v = truth_min_uint32_t((const uint32_t *)p, len, (uint32_t)mask); break;
+            default: v = truth_min_uint64_t((const uint64_t *)p, len, mask); break;
             }
         } else {
             switch (esz) {
-            case 1: c = truth_or_uint8_t((const uint8_t *)p, len, (uint8_t)mask) != 0; break;
-            case 2: c = truth_or_uint16_t((const uint16_t *)p, len, (uint16_t)mask) != 0; break;
-            case 4: c = truth_or_uint32_t((const uint32_t *)p, len, (uint32_t)mask) != 0; break;
-            default: c = truth_or_uint64_t((const uint64_t *)p, len, mask) != 0; break;
+            case 1: v = truth_or_uint8_t((const uint8_t *)p, len, (uint8_t)mask); break;
+            case 2: v = truth_or_uint16_t((const uint16_t *)p, len, (uint16_t)mask); break;
+            case 4: v = truth_or_uint32_t((const uint32_t *)p, len, (uint32_t)mask); break;
+            default: v = truth_or_uint64_t((const uint64_t *)p, len, mask); break;
             }
-            if (c) {
-                return 1;
-            }
+        }
+        if ((v != 0) != want_all) {
+            return !want_all;
+        }
+    }
+    return want_all;
+}
+
+/* truth_serial over a long run: the first chunks alone (an answer there
+ * costs no hand-off), then the rest in parts over the intra-op threads. */
+#define TRUTH_PARTS 64
+
+typedef struct truth_job {
+    ev_dtype dt;
+    const char *x;
+    int64_t n, part;
+    int want_all;
+    uint8_t res[TRUTH_PARTS];
+} truth_job;
+
+static void truth_parts(int64_t lo, int64_t hi, void *p)
+{
+    truth_job *j = p;
+    int64_t esz = (int64_t)ev__dsize(j->dt);
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t b = k * j->part, len = j->n - b < j->part ? j->n - b : j->part;
+        j->res[k] = (uint8_t)truth_serial(j->dt, j->x + b * esz, len, j->want_all);
+    }
+}
+
+static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
+{
+    int64_t head = 4 * TRUTH_CHUNK;
+    if (n < PAR_SUM_MIN) {
+        return truth_serial(dt, x, n, want_all);
+    }
+    if (truth_serial(dt, x, head, want_all) != want_all) {
+        return !want_all;
+    }
+    int64_t esz = (int64_t)ev__dsize(dt);
+    truth_job j = {.dt = dt, .x = (const char *)x + head * esz, .n = n - head,
+                   .want_all = want_all};
+    j.part = (j.n + TRUTH_PARTS - 1) / TRUTH_PARTS;
+    j.part = (j.part + TRUTH_CHUNK - 1) / TRUTH_CHUNK * TRUTH_CHUNK;
+    int64_t parts = (j.n + j.part - 1) / j.part;
+    par_tasks(parts, 1, truth_parts, &j);
+    for (int64_t k = 0; k < parts; k++) {
+        if (j.res[k] != want_all) {
+            return !want_all;
         }
     }
     return want_all;

@@ -208,6 +208,47 @@ static void test_softmax_long(void)
     }
 }
 
+static void test_any_all_long(void)
+{
+    /* One deciding element (a zero among ones for all, a one among zeros
+     * for any) at the start, past the serial head, in the middle and at
+     * the end of long runs; -0.0 is false and NaN true for floats. */
+    const ev_dtype dts[] = {EV_BOOL, EV_UINT8, EV_INT16, EV_INT32, EV_INT64, EV_FLOAT32,
+                            EV_FLOAT64};
+    const int64_t ns[] = {5000, 262144, 1000003};
+    double *v = malloc(sizeof(double) * 1000003);
+    for (int d = 0; d < (int)(sizeof dts / sizeof dts[0]); d++) {
+        int fl = ev_dtype_is_float(dts[d]);
+        for (int l = 0; l < 3; l++) {
+            int64_t n = ns[l];
+            int64_t spots[5] = {0, n > 16385 ? 16385 : n / 3, n / 2, n - 2, n - 1};
+            for (int s = -1; s < 5; s++) {
+                for (int want_all = 0; want_all < 2; want_all++) {
+                    /* all: ones (NaN for floats), one zero (-0.0); any: zeros
+                     * (-0.0 for floats), one one. */
+                    double base = want_all ? (fl ? NAN : 1) : (fl ? -0.0 : 0);
+                    double odd = want_all ? (fl ? -0.0 : 0) : 1;
+                    for (int64_t i = 0; i < n; i++) {
+                        v[i] = base;
+                    }
+                    if (s >= 0) {
+                        v[spots[s]] = odd;
+                    }
+                    ev_tensor *x = tensor_from(dts[d], 1, &n, v), *y;
+                    CHECK_OK(ev_reduce(&EX, want_all ? EV_REDUCE_ALL : EV_REDUCE_ANY, x, 0,
+                                       NULL, 0, &y));
+                    /* all is true (any false) only without the odd element. */
+                    double want = want_all ? s < 0 : s >= 0;
+                    check_tensor(y, EV_BOOL, 0, NULL, &want, 0);
+                    ev_tensor_unref(y);
+                    ev_tensor_unref(x);
+                }
+            }
+        }
+    }
+    free(v);
+}
+
 int main(void)
 {
     test_setup();
@@ -215,6 +256,7 @@ int main(void)
     RUN_TEST(test_extrema_rows_and_columns);
     RUN_TEST(test_sum_long);
     RUN_TEST(test_softmax_long);
+    RUN_TEST(test_any_all_long);
     test_teardown();
     return 0;
 }
