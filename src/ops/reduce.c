@@ -1984,35 +1984,17 @@ static void smax_drop(void *p)
 }
 
 /* Softmax of one dense float32 line x[0..n) into y (x == y allowed): the
- * max by lanes (a NaN is skipped there, but it makes the sum NaN, so the
- * whole line comes out NaN, as the float64 formula gives), exp_f32 of the
- * shifted values, their sum in float64 lanes (so the normaliser carries no
- * float32 rounding), and one division (or, for log_softmax, subtraction)
- * per element. */
+ * max by extval_f32 (NaN if the line has one, which then makes the whole
+ * line NaN, as the float64 formula gives), exp_f32 of the shifted values,
+ * their sum in float64 lanes (so the normaliser carries no float32
+ * rounding), and one division (or, for log_softmax, subtraction) per
+ * element. */
 #define SMAX_LANES 64
 EV__SIMD_CLONES
 static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
 {
-    float m = x[0];
-    int64_t i = 0;
-    if (n >= SMAX_LANES) {
-        float acc[SMAX_LANES];
-        for (int j = 0; j < SMAX_LANES; j++) {
-            acc[j] = x[j];
-        }
-        for (i = SMAX_LANES; i + SMAX_LANES <= n; i += SMAX_LANES) {
-            LANE_UNROLL
-            for (int j = 0; j < SMAX_LANES; j++) {
-                acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-            }
-        }
-        for (int j = 0; j < SMAX_LANES; j++) {
-            m = acc[j] > m ? acc[j] : m;
-        }
-    }
-    for (; i < n; i++) {
-        m = x[i] > m ? x[i] : m;
-    }
+    float m = extval_f32(x, n, 1);
+    int64_t i;
     /* exp of the shifted values, a block at a time, into y (softmax) or
      * a scratch block (log_softmax, which reads x again after: x may be y). */
     double sl[SMAX_LANES / 2] = {0};
