@@ -337,10 +337,12 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             at[0] = ((iota + (IT)i) & c) | (at[0] & ~c);                       \
             chk[0] += v - v;                                                   \
         }                                                                      \
-        int64_t k = first_nan_##SUF(x + (ext_dirty_##SUF(chk) ? from : i),     \
-                                    n - (ext_dirty_##SUF(chk) ? from : i));    \
+        /* The unchecked rest: since from if the sums saw something, else    \
+         * only the scalar tail. */                                           \
+        int64_t rest = ext_dirty_##SUF(chk) ? from : i;                        \
+        int64_t k = first_nan_##SUF(x + rest, n - rest);                       \
         if (k >= 0) {                                                          \
-            return (ext_dirty_##SUF(chk) ? from : i) + k;                      \
+            return rest + k;                                                   \
         }                                                                      \
         /* The extreme per lane over the four vectors, then per lane the    \
          * smallest index holding it, then the same across the lanes. Each   \
@@ -386,7 +388,7 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         }                                                                      \
         return best;                                                           \
     }                                                                          \
-    /* The extreme value alone of x[0..n), 4 VL <= n (max/min need no      \
+    /* The extreme value alone of x[0..n), VL <= n (max/min need no        \
      * index): lanes without indexes, NaN as soon as a chunk holds one. */     \
     EV__SIMD_CLONES                                                            \
     static T extval_lanes_##SUF(const T *x, int64_t n, int want_max)           \
@@ -394,11 +396,12 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
         typedef v_##SUF V;                                                     \
         typedef vi_##SUF VI;                                                   \
         V acc[4], chk[4];                                                      \
+        int64_t nv = n / VL < 4 ? n / VL : 4;                                  \
         for (int k = 0; k < 4; k++) {                                          \
-            memcpy(&acc[k], x + k * VL, sizeof acc[k]);                        \
+            memcpy(&acc[k], x + (k < nv ? k : 0) * VL, sizeof acc[k]);         \
             chk[k] = acc[k] - acc[k];                                          \
         }                                                                      \
-        int64_t i = 4 * VL, from = 0;                                          \
+        int64_t i = nv * VL, from = 0;                                         \
         while (i + 4 * VL <= n) {                                              \
             int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
             for (; i + 4 * VL <= end; i += 4 * VL) {                           \
@@ -422,9 +425,17 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
             }                                                                  \
             from = i;                                                          \
         }                                                                      \
-        int64_t k = first_nan_##SUF(x + from, n - from);                       \
+        for (; i + VL <= n; i += VL) {                                         \
+            V v;                                                               \
+            memcpy(&v, x + i, sizeof v);                                       \
+            VI c = want_max ? v > acc[0] : v < acc[0];                         \
+            acc[0] = (V)(((VI)v & c) | ((VI)acc[0] & ~c));                     \
+            chk[0] += v - v;                                                   \
+        }                                                                      \
+        int64_t rest = ext_dirty_##SUF(chk) ? from : i;                        \
+        int64_t k = first_nan_##SUF(x + rest, n - rest);                       \
         if (k >= 0) {                                                          \
-            return x[from + k];                                                \
+            return x[rest + k];                                                \
         }                                                                      \
         for (int q = 1; q < 4; q++) {                                          \
             VI c = want_max ? acc[q] > acc[0] : acc[q] < acc[0];               \
@@ -448,13 +459,26 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     }                                                                          \
     static T extval_##SUF(const T *x, int64_t n, int want_max)                 \
     {                                                                          \
-        return n < 4 * VL ? x[extrema_scalar_##SUF(x, n, want_max)]            \
+        return n < 2 * VL ? x[extrema_scalar_##SUF(x, n, want_max)]            \
                           : extval_lanes_##SUF(x, n, want_max);                \
     }                                                                          \
     static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
     {                                                                          \
         if (n < 2 * VL) {                                                      \
             return extrema_scalar_##SUF(x, n, want_max);                       \
+        }                                                                      \
+        if (n < 16 * VL) {                                                     \
+            /* Short rows: the value by the cheaper lanes, then the first     \
+             * element equal to it (or the first NaN). */                     \
+            T m = extval_lanes_##SUF(x, n, want_max);                          \
+            if (ISNAN(m)) {                                                    \
+                return first_nan_##SUF(x, n);                                  \
+            }                                                                  \
+            int64_t i = 0;                                                     \
+            while (x[i] != m) {                                                \
+                i++;                                                           \
+            }                                                                  \
+            return i;                                                          \
         }                                                                      \
         int64_t at = 0;                                                        \
         for (int64_t b = 0; b < n; b += EXT_MAX_RUN) {                         \
@@ -1051,6 +1075,17 @@ static red_val reduce_row(int kind, ev_dtype loop, ev_dtype src, const void *row
     return r;
 }
 
+/* Stores a reduction's result as one element of dtype dt: copied when the
+ * dtypes agree (the common case, one store per row), converted otherwise. */
+static inline void store_val(char *dst, ev_dtype dt, const red_val *r)
+{
+    if (dt == r->dtype) {
+        ev__copy_elem(dst, (const char *)&r->v, ev__dsize(dt));
+    } else {
+        ev__cast_strided(dst, dt, (int64_t)ev__dsize(dt), &r->v, r->dtype, 0, 1);
+    }
+}
+
 /* -------------------------------------------------- outer reductions
  *
  * When x's innermost dimension is kept and dense (sum over axis 0 of a
@@ -1593,7 +1628,7 @@ static void reduce_rows(int64_t lo, int64_t hi, void *p)
     for (int64_t i = lo; i < hi; i++) {
         red_val r = reduce_row(j->a->kind, j->a->loop, j->src, j->base + off, j->nred,
                                j->a->correction);
-        ev__cast_strided(j->o + i * j->osz, j->a->out->dtype, j->osz, &r.v, r.dtype, 0, 1);
+        store_val(j->o + i * j->osz, j->a->out->dtype, &r);
         for (int d = j->nk - 1; d >= 0; d--) {
             off += j->kstr[d];
             if (++idx[d] < j->kshape[d]) {
@@ -1795,7 +1830,7 @@ static int red_kernel(void *p, ev_kctx *kc)
             }
         }
         red_val r = reduce_row(a->kind, a->loop, src, row, nred, a->correction);
-        ev__cast_strided(o + i * osz, a->out->dtype, osz, &r.v, r.dtype, 0, 1);
+        store_val(o + i * osz, a->out->dtype, &r);
         for (int d = nk - 1; d >= 0; d--) {
             off += kstr[d];
             if (++idx[d] < kshape[d]) {
