@@ -770,6 +770,16 @@ static double sumexp_f32(const float *x, int64_t n, float m)
     return s;
 }
 
+/* The same for float64 with libm's exp, a call per element. */
+static double sumexp_f64(const double *x, int64_t n, double m)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += exp(x[i] - m);
+    }
+    return s;
+}
+
 /* any / all of n elements of esz bytes read as raw bits: an element is
  * true when a bit other than a float's sign is set (NaN is true, -0.0
  * false), so one loop serves every dtype: any ORs the masked bits, all
@@ -895,8 +905,8 @@ static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
  * on n alone, reduced in parallel and combined in order, so the result is
  * the same whatever the number of threads. */
 #define RED_PARTS 64
-enum { P_SUM64_F32, P_SUM64_F64, P_SQDEV_F32, P_SQDEV_F64, P_SUMEXP_F32, P_PROD_F32,
-       P_PROD_F64, P_PROD_U64 };
+enum { P_SUM64_F32, P_SUM64_F64, P_SQDEV_F32, P_SQDEV_F64, P_SUMEXP_F32, P_SUMEXP_F64,
+       P_PROD_F32, P_PROD_F64, P_PROD_U64 };
 
 typedef union part_val {
     double f64;
@@ -913,6 +923,7 @@ static part_val part_eval(int what, const char *x, int64_t n, double arg)
     case P_SQDEV_F32: v.f64 = sqdev_f32((const float *)x, n, arg); break;
     case P_SQDEV_F64: v.f64 = sqdev_f64((const double *)x, n, arg); break;
     case P_SUMEXP_F32: v.f64 = sumexp_f32((const float *)x, n, (float)arg); break;
+    case P_SUMEXP_F64: v.f64 = sumexp_f64((const double *)x, n, arg); break;
     case P_PROD_F32: v.f32 = prod_f32((const float *)x, n); break;
     case P_PROD_F64: v.f64 = prod_f64((const double *)x, n); break;
     default: v.u64 = prod_u64((const uint64_t *)x, n); break;
@@ -1047,16 +1058,8 @@ static red_val reduce_row(int kind, ev_dtype loop, ev_dtype src, const void *row
             r.v.f64 = m;
             break;
         }
-        double s;
-        if (src == EV_FLOAT32) {
-            s = parts_reduce(P_SUMEXP_F32, row, n, esz, m).f64;
-        } else {
-            const double *x = row;
-            s = 0;
-            for (int64_t i = 0; i < n; i++) {
-                s += exp(x[i] - m);
-            }
-        }
+        double s = parts_reduce(src == EV_FLOAT32 ? P_SUMEXP_F32 : P_SUMEXP_F64, row, n, esz,
+                                m).f64;
         r.v.f64 = m + log(s);
         break;
     }

@@ -17,8 +17,10 @@ SCRIPT = """
     h = hashlib.sha256()
     def add(t):
         h.update(np.ascontiguousarray(t.numpy()).tobytes())
-    for shape in ((1000003,), (1024, 1024), (3000, 301), (5, 70001)):
-        a = rng.standard_normal(shape).astype(np.float32) * 3
+    for shape, dt in (((1000003,), np.float32), ((1000003,), np.float64),
+                      ((1024, 1024), np.float32), ((3000, 301), np.float32),
+                      ((5, 70001), np.float64)):
+        a = rng.standard_normal(shape).astype(dt) * 3
         a.flat[a.size // 3] = np.nan if len(shape) == 2 and shape[0] == 3000 else 1.0
         x = ev.tensor(a)
         dims = [None] + list(range(len(shape)))
