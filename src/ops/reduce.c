@@ -901,12 +901,42 @@ static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
     return want_all;
 }
 
+/* Wrapping sums (mod 2^64) of integers and bools, widened as read; GCC
+ * vectorizes integer reductions as they stand (they are associative). */
+#define ISUM_LOOP(SUF, T)                                                      \
+    EV__SIMD_CLONES                                                            \
+    static uint64_t isum_##SUF(const T *restrict x, int64_t n)                 \
+    {                                                                          \
+        uint64_t s = 0;                                                        \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            s += (uint64_t)(int64_t)x[i];                                      \
+        }                                                                      \
+        return s;                                                              \
+    }
+ISUM_LOOP(i64, int64_t)
+ISUM_LOOP(i32, int32_t)
+ISUM_LOOP(i16, int16_t)
+ISUM_LOOP(i8, int8_t)
+ISUM_LOOP(u8, uint8_t)
+
+static uint64_t isum_run(ev_dtype dt, const char *x, int64_t n)
+{
+    switch (dt) {
+    case EV_INT32: return isum_i32((const int32_t *)x, n);
+    case EV_INT16: return isum_i16((const int16_t *)x, n);
+    case EV_INT8: return isum_i8((const int8_t *)x, n);
+    case EV_UINT8:
+    case EV_BOOL: return isum_u8((const uint8_t *)x, n);
+    default: return isum_i64((const int64_t *)x, n);
+    }
+}
+
 /* Long runs are cut into at most RED_PARTS parts of a length that depends
  * on n alone, reduced in parallel and combined in order, so the result is
  * the same whatever the number of threads. */
 #define RED_PARTS 64
 enum { P_SUM64_F32, P_SUM64_F64, P_SQDEV_F32, P_SQDEV_F64, P_SUMEXP_F32, P_SUMEXP_F64,
-       P_PROD_F32, P_PROD_F64, P_PROD_U64 };
+       P_PROD_F32, P_PROD_F64, P_PROD_U64, P_ISUM };
 
 typedef union part_val {
     double f64;
@@ -914,10 +944,11 @@ typedef union part_val {
     uint64_t u64;
 } part_val;
 
-static part_val part_eval(int what, const char *x, int64_t n, double arg)
+static part_val part_eval(int what, ev_dtype dt, const char *x, int64_t n, double arg)
 {
     part_val v;
     switch (what) {
+    case P_ISUM: v.u64 = isum_run(dt, x, n); break;
     case P_SUM64_F32: v.f64 = sum64_f32((const float *)x, n); break;
     case P_SUM64_F64: v.f64 = sum64_f64((const double *)x, n); break;
     case P_SQDEV_F32: v.f64 = sqdev_f32((const float *)x, n, arg); break;
@@ -933,6 +964,7 @@ static part_val part_eval(int what, const char *x, int64_t n, double arg)
 
 typedef struct parts_job {
     int what;
+    ev_dtype dt;  /* P_ISUM: the elements' dtype */
     const char *x;
     int64_t n, part, esz;
     double arg;
@@ -944,17 +976,18 @@ static void parts_run(int64_t lo, int64_t hi, void *p)
     parts_job *j = p;
     for (int64_t k = lo; k < hi; k++) {
         int64_t b = k * j->part, len = j->n - b < j->part ? j->n - b : j->part;
-        j->out[k] = part_eval(j->what, j->x + b * j->esz, len, j->arg);
+        j->out[k] = part_eval(j->what, j->dt, j->x + b * j->esz, len, j->arg);
     }
 }
 
-/* Reduces n elements (of esz bytes) at x by what, in parts when long. */
-static part_val parts_reduce(int what, const void *x, int64_t n, int64_t esz, double arg)
+/* Reduces n elements of dtype dt at x by what, in parts when long. */
+static part_val parts_reduce_dt(int what, ev_dtype dt, const void *x, int64_t n, double arg)
 {
+    int64_t esz = (int64_t)ev__dsize(dt);
     if (n < PAR_SUM_MIN) {
-        return part_eval(what, x, n, arg);
+        return part_eval(what, dt, x, n, arg);
     }
-    parts_job j = {.what = what, .x = x, .n = n, .esz = esz, .arg = arg};
+    parts_job j = {.what = what, .dt = dt, .x = x, .n = n, .esz = esz, .arg = arg};
     j.part = (n + RED_PARTS - 1) / RED_PARTS;
     j.part = (j.part + 4095) / 4096 * 4096;
     int64_t parts = (n + j.part - 1) / j.part;
@@ -965,10 +998,17 @@ static part_val parts_reduce(int what, const void *x, int64_t n, int64_t esz, do
         case P_PROD_F32: r.f32 *= j.out[k].f32; break;
         case P_PROD_F64: r.f64 *= j.out[k].f64; break;
         case P_PROD_U64: r.u64 *= j.out[k].u64; break;
+        case P_ISUM: r.u64 += j.out[k].u64; break;
         default: r.f64 += j.out[k].f64; break;
         }
     }
     return r;
+}
+
+/* parts_reduce_dt for the float kinds, by element size (4: float32). */
+static part_val parts_reduce(int what, const void *x, int64_t n, int64_t esz, double arg)
+{
+    return parts_reduce_dt(what, esz == 4 ? EV_FLOAT32 : EV_FLOAT64, x, n, arg);
 }
 
 /* A reduction's result before it is stored in the output's dtype. */
@@ -996,13 +1036,9 @@ static red_val reduce_row(int kind, ev_dtype loop, ev_dtype src, const void *row
     case R_SUM:
     case R_MEAN:
         if (loop == EV_INT64) {
-            /* Integers wrap, computed unsigned (signed overflow is UB). */
-            const int64_t *x = row;
-            uint64_t s = 0;
-            for (int64_t i = 0; i < n; i++) {
-                s += (uint64_t)x[i];
-            }
-            r.v.i64 = (int64_t)s;
+            /* Integers wrap (exactly, in any order): src is any integer or
+             * bool dtype, widened as read. */
+            r.v.i64 = (int64_t)parts_reduce_dt(P_ISUM, src, row, n, 0).u64;
         } else if (loop == EV_FLOAT32) {
             double s;
             r.v.f32 = pairwise_parallel(row, 4, n, &s) ? (float)s : pairwise_f32(row, n);
@@ -1644,12 +1680,16 @@ static void reduce_rows(int64_t lo, int64_t hi, void *p)
 }
 
 /* 1 if reduce_row reads kind's input in dtype xd itself, not converted to
- * the loop dtype: any/all read the bits of every dtype, and the float64
- * reducers (var, std, logsumexp) read float32. */
+ * the loop dtype: any/all read the bits of every dtype, integer sums widen
+ * narrow integers and bools, and the float64 reducers (var, std,
+ * logsumexp) read float32. */
 static int red_reads_x(int kind, ev_dtype xd)
 {
     if (kind == R_ANY || kind == R_ALL) {
         return 1;
+    }
+    if (kind == R_SUM && !ev_dtype_is_float(xd)) {
+        return 1; /* integer and bool sums widen as they read */
     }
     return (kind == R_VAR || kind == R_STD || kind == R_LOGSUMEXP) && ev_dtype_is_float(xd);
 }
