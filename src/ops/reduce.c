@@ -1431,11 +1431,13 @@ static void stats_rows(char **p, const int64_t *s, int64_t rows, void *user)
     stats_walk *w = user;
     if (w->truth) {
         uint64_t mask = truth_mask(w->xd);
+        uint8_t *t = w->truth;
+        int all = w->want_all;
         switch (ev__dsize(w->xd)) {
-        case 1: outer_truth_uint8_t(w->truth, p[0], s[0], rows, w->n, (uint8_t)mask, w->want_all); break;
-        case 2: outer_truth_uint16_t(w->truth, p[0], s[0], rows, w->n, (uint16_t)mask, w->want_all); break;
-        case 4: outer_truth_uint32_t(w->truth, p[0], s[0], rows, w->n, (uint32_t)mask, w->want_all); break;
-        default: outer_truth_uint64_t(w->truth, p[0], s[0], rows, w->n, mask, w->want_all); break;
+        case 1: outer_truth_uint8_t(t, p[0], s[0], rows, w->n, (uint8_t)mask, all); break;
+        case 2: outer_truth_uint16_t(t, p[0], s[0], rows, w->n, (uint16_t)mask, all); break;
+        case 4: outer_truth_uint32_t(t, p[0], s[0], rows, w->n, (uint32_t)mask, all); break;
+        default: outer_truth_uint64_t(t, p[0], s[0], rows, w->n, mask, all); break;
         }
     } else if (w->xd == EV_FLOAT32) {
         outer_stats_f32(w->stage, w->acc, w->aux, p[0], s[0], rows, w->n);
@@ -1671,11 +1673,20 @@ static int red_outer_segments(red_arg *a, int nk, ev__iter *rit, int64_t len, in
     for (int64_t s = 1; s < j.nseg; s++) {
         const char *sv = j.vals + s * len * lsz;
         const int64_t *sa = arg ? j.ats + s * len : NULL;
+        int64_t r0 = s * OUTER_SEG;
         switch (a->loop) {
-        case EV_INT32: outer_combine_i32(a->kind, (int32_t *)out, oat, (const int32_t *)sv, sa, len, s * OUTER_SEG); break;
-        case EV_INT64: outer_combine_i64(a->kind, (int64_t *)out, oat, (const int64_t *)sv, sa, len, s * OUTER_SEG); break;
-        case EV_FLOAT32: outer_combine_f32(a->kind, (float *)out, oat, (const float *)sv, sa, len, s * OUTER_SEG); break;
-        default: outer_combine_f64(a->kind, (double *)out, oat, (const double *)sv, sa, len, s * OUTER_SEG); break;
+        case EV_INT32:
+            outer_combine_i32(a->kind, (int32_t *)out, oat, (const int32_t *)sv, sa, len, r0);
+            break;
+        case EV_INT64:
+            outer_combine_i64(a->kind, (int64_t *)out, oat, (const int64_t *)sv, sa, len, r0);
+            break;
+        case EV_FLOAT32:
+            outer_combine_f32(a->kind, (float *)out, oat, (const float *)sv, sa, len, r0);
+            break;
+        default:
+            outer_combine_f64(a->kind, (double *)out, oat, (const double *)sv, sa, len, r0);
+            break;
         }
     }
     if (a->kind == R_MEAN) {
@@ -2219,59 +2230,62 @@ static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
     }
 }
 
-/* Softmax of w neighbouring float32 lines at once, for a dim that is not
+/* Softmax of w neighbouring float lines at once, for a dim that is not
  * the innermost (the lines' elements are xs and ys bytes apart, the lines
  * themselves adjacent): the same three passes, vectorized across the
- * lines, so that every read is a run of w floats rather than a stride. */
+ * lines, so that every read is a run of w elements rather than a stride. */
 #define SMAX_COLS 256
-EV__SIMD_CLONES
-static void smax_cols_f32(const char *x, int64_t xs, char *y, int64_t ys, int64_t len, int64_t w,
-                          int log_)
-{
-    float m[SMAX_COLS], f[SMAX_COLS];
-    double s[SMAX_COLS];
-    for (int64_t j = 0; j < w; j++) {
-        m[j] = -INFINITY;
-        s[j] = 0;
+#define SMAX_COLS_FN(SUF, T, EXPF)                                             \
+    EV__SIMD_CLONES                                                            \
+    static void smax_cols_##SUF(const char *x, int64_t xs, char *y, int64_t ys,   \
+                                int64_t len, int64_t w, int log_)              \
+    {                                                                          \
+        T m[SMAX_COLS], f[SMAX_COLS];                                          \
+        double s[SMAX_COLS];                                                   \
+        for (int64_t j = 0; j < w; j++) {                                      \
+            m[j] = -INFINITY;                                                  \
+            s[j] = 0;                                                          \
+        }                                                                      \
+        for (int64_t i = 0; i < len; i++) {                                    \
+            const T *restrict xr = (const T *)(x + i * xs);                    \
+            for (int64_t j = 0; j < w; j++) {                                  \
+                m[j] = xr[j] > m[j] ? xr[j] : m[j];                            \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t i = 0; i < len; i++) {                                    \
+            const T *restrict xr = (const T *)(x + i * xs);                    \
+            T *restrict yr = (T *)(y + i * ys);                                \
+            if (log_) {                                                        \
+                for (int64_t j = 0; j < w; j++) {                              \
+                    s[j] += (double)EXPF(xr[j] - m[j]);                        \
+                }                                                              \
+            } else {                                                           \
+                for (int64_t j = 0; j < w; j++) {                              \
+                    T e = EXPF(xr[j] - m[j]);                                  \
+                    s[j] += (double)e;                                         \
+                    yr[j] = e;                                                 \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t j = 0; j < w; j++) {                                      \
+            f[j] = log_ ? (T)log(s[j]) : (T)s[j];                              \
+        }                                                                      \
+        for (int64_t i = 0; i < len; i++) {                                    \
+            const T *restrict xr = (const T *)(x + i * xs);                    \
+            T *restrict yr = (T *)(y + i * ys);                                \
+            if (log_) {                                                        \
+                for (int64_t j = 0; j < w; j++) {                              \
+                    yr[j] = (xr[j] - m[j]) - f[j];                             \
+                }                                                              \
+            } else {                                                           \
+                for (int64_t j = 0; j < w; j++) {                              \
+                    yr[j] = yr[j] / f[j];                                      \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
     }
-    for (int64_t i = 0; i < len; i++) {
-        const float *restrict xr = (const float *)(x + i * xs);
-        for (int64_t j = 0; j < w; j++) {
-            m[j] = xr[j] > m[j] ? xr[j] : m[j];
-        }
-    }
-    for (int64_t i = 0; i < len; i++) {
-        const float *restrict xr = (const float *)(x + i * xs);
-        float *restrict yr = (float *)(y + i * ys);
-        if (log_) {
-            for (int64_t j = 0; j < w; j++) {
-                s[j] += (double)exp_f32(xr[j] - m[j]);
-            }
-        } else {
-            for (int64_t j = 0; j < w; j++) {
-                float e = exp_f32(xr[j] - m[j]);
-                s[j] += (double)e;
-                yr[j] = e;
-            }
-        }
-    }
-    for (int64_t j = 0; j < w; j++) {
-        f[j] = log_ ? (float)log(s[j]) : (float)s[j];
-    }
-    for (int64_t i = 0; i < len; i++) {
-        const float *restrict xr = (const float *)(x + i * xs);
-        float *restrict yr = (float *)(y + i * ys);
-        if (log_) {
-            for (int64_t j = 0; j < w; j++) {
-                yr[j] = (xr[j] - m[j]) - f[j];
-            }
-        } else {
-            for (int64_t j = 0; j < w; j++) {
-                yr[j] = yr[j] / f[j];
-            }
-        }
-    }
-}
+SMAX_COLS_FN(f32, float, exp_f32)
+SMAX_COLS_FN(f64, double, exp_f64)
 
 typedef struct smax_job {
     const smax_arg *a;
@@ -2294,8 +2308,13 @@ static void smax_col_tasks(int64_t lo, int64_t hi, void *p)
         int64_t w = j->inner - c0 < SMAX_COLS ? j->inner - c0 : SMAX_COLS;
         int64_t idx[EV_MAX_DIMS], off[2];
         ev__lines_seek(l, t / j->nblk * j->inner + c0, idx, off);
-        smax_cols_f32(l->data[0] + off[0], l->step[0], l->data[1] + off[1], l->step[1],
-                      l->len[0], w, j->a->log);
+        if (j->a->x->dtype == EV_FLOAT32) {
+            smax_cols_f32(l->data[0] + off[0], l->step[0], l->data[1] + off[1], l->step[1],
+                          l->len[0], w, j->a->log);
+        } else {
+            smax_cols_f64(l->data[0] + off[0], l->step[0], l->data[1] + off[1], l->step[1],
+                          l->len[0], w, j->a->log);
+        }
     }
 }
 
@@ -2353,7 +2372,7 @@ static int smax_kernel(void *p, ev_kctx *kc)
     atomic_init(&j.nomem, 0);
     const ev_tensor *x = a->x, *y = a->out;
     int last = x->ndim - 1;
-    if (x->dtype == EV_FLOAT32 && !j.dense && a->dim >= 0 && a->dim != last &&
+    if (!j.dense && a->dim >= 0 && a->dim != last &&
         x->shape[last] > 1 && x->strides[last] == 1 && y->strides[last] == 1) {
         /* Lines along an outer dim of a tensor dense in its innermost:
          * blocks of neighbouring lines at once. */
