@@ -1774,7 +1774,8 @@ static int red_reads_x(int kind, ev_dtype xd)
 }
 
 /* A reduction whose kept innermost dimension is dense, which the outer
- * path does not serve (var, std, logsumexp, any, all; dtypes converted):
+ * path does not serve (x converted to another loop dtype on the way: sums
+ * of narrow integers, logsumexp of integers, bool max):
  * instead of gathering one output's elements at a time, striding through
  * memory once per output, a block of up to COLS_BLOCK neighbouring outputs
  * is gathered at once, reading rows of the block's width, into one buffer
