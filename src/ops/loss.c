@@ -3,10 +3,18 @@
  * are read only by the kernel, so an index out of range fails the
  * instruction with EV_EINDEX (DESIGN rule 6) and poisons the output instead
  * of forcing a sync at the call. */
+/* As in unary.c: the cheap vectorizer cost model at -O2, both sides of a
+ * float select computed, and a * b + c kept two roundings in every clone,
+ * for the float32 log-sum-exp rows below. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", "fp-contract=off")
+#endif
+
 #include <math.h>
 #include <string.h>
 
 #include "ops/ops-impl.h"
+#include "ops/vmath.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -151,50 +159,198 @@ static void xent_drop(void *p)
     ev_tensor_unref(a->out);
 }
 
-/* Rows are read in place through their strides in two passes (max, then
- * the sum of exponentials), so no buffer is needed: rows are short and exp
- * dominates the cost. */
+/* The max of x[0..n) by four vectors of lanes (GCC's generic vectors, as
+ * reduce.c's extrema: a compare feeding a select, which GCC vectorizes
+ * where it leaves a rolled-out float max scalar). A NaN is skipped (x > NaN
+ * is false) but the caller's sum of exp makes it count. */
+typedef float lse_vf __attribute__((vector_size(64)));
+typedef int32_t lse_vi __attribute__((vector_size(64)));
+#define LSE_VL 16
+
+EV__SIMD_CLONES
+static float max_f32(const float *x, int64_t n)
+{
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= 4 * LSE_VL) {
+        lse_vf acc[4];
+        for (int k = 0; k < 4; k++) {
+            memcpy(&acc[k], x + k * LSE_VL, sizeof acc[k]);
+        }
+        for (i = 4 * LSE_VL; i + 4 * LSE_VL <= n; i += 4 * LSE_VL) {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 4
+#endif
+            for (int k = 0; k < 4; k++) {
+                lse_vf v;
+                memcpy(&v, x + i + k * LSE_VL, sizeof v);
+                lse_vi c = v > acc[k];
+                acc[k] = (lse_vf)(((lse_vi)v & c) | ((lse_vi)acc[k] & ~c));
+            }
+        }
+        for (int k = 1; k < 4; k++) {
+            lse_vi c = acc[k] > acc[0];
+            acc[0] = (lse_vf)(((lse_vi)acc[k] & c) | ((lse_vi)acc[0] & ~c));
+        }
+        for (int j = 0; j < LSE_VL; j++) {
+            m = acc[0][j] > m ? acc[0][j] : m;
+        }
+    }
+    for (; i < n; i++) {
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
+/* log(sum(exp(x))) of a dense float32 row, computed as m + log(sum(exp(x -
+ * m))) with m the row's max: the max by lanes (a NaN is skipped there but
+ * makes the sum NaN), exp_f32 a block at a time, the sum in float64 lanes.
+ * An infinite max makes x - m NaN somewhere, so the loss NaN, as the
+ * float64 formula below gives. Like reduce.c's logsumexp, whose lane
+ * helpers are static there. */
+#define LSE_LANES 32
+#define LSE_BLOCK 1024
+EV__SIMD_CLONES
+static double lse_row_f32(const float *x, int64_t n)
+{
+    float m = max_f32(x, n);
+    double r[LSE_LANES] = {0};
+    double s = 0;
+    float e[LSE_BLOCK];
+    for (int64_t b = 0; b < n; b += LSE_BLOCK) {
+        int64_t len = n - b < LSE_BLOCK ? n - b : LSE_BLOCK;
+        for (int64_t k = 0; k < len; k++) {
+            e[k] = exp_f32(x[b + k] - m);
+        }
+        int64_t k = 0;
+        for (; k + LSE_LANES <= len; k += LSE_LANES) {
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 64
+#endif
+            for (int j = 0; j < LSE_LANES; j++) {
+                r[j] += (double)e[k + j];
+            }
+        }
+        for (; k < len; k++) {
+            s += (double)e[k];
+        }
+    }
+    for (int j = 0; j < LSE_LANES; j++) {
+        s += r[j];
+    }
+    return (double)m + log(s);
+}
+
+/* log(sum(exp(x))) of a row of c elements c_stride bytes apart, in
+ * float64 with libm (float64 logits, or a strided float32 row). */
+static double lse_row_any(const char *row, int64_t c, int64_t cs, ev_dtype dt)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < c; j++) {
+        double v = load_float(row + j * cs, dt);
+        /* NaN wins, so a NaN logit gives a NaN loss. */
+        m = v > m || v != v ? v : m;
+    }
+    double s = 0;
+    for (int64_t j = 0; j < c; j++) {
+        s += exp(load_float(row + j * cs, dt) - m);
+    }
+    return m + log(s);
+}
+
+/* ev__parallel_for over n tasks: the pool rounds its chunks up to 64
+ * elements (cache lines of a float loop), which would put up to 64 rows
+ * in one chunk, on one thread; so each task counts as 64 elements there. */
+typedef struct par_tasks_ctx {
+    void (*fn)(int64_t lo, int64_t hi, void *ctx);
+    void *ctx;
+} par_tasks_ctx;
+
+static void par_tasks_range(int64_t lo, int64_t hi, void *p)
+{
+    const par_tasks_ctx *t = p;
+    t->fn(lo / 64, hi / 64, t->ctx);
+}
+
+static void par_tasks(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
+                      void *ctx)
+{
+    par_tasks_ctx t = {fn, ctx};
+    ev__parallel_for(n * 64, (grain < 1 ? 1 : grain) * 64, par_tasks_range, &t);
+}
+
+/* Rows [lo, hi) of a cross-entropy: each sample's loss into loss[i] (in
+ * float64), the first invalid target kept in bad. */
+typedef struct xent_job {
+    const xent_arg *a;
+    double *loss;
+    _Atomic int64_t bad; /* the smallest sample with an invalid target, or INT64_MAX */
+} xent_job;
+
+static void xent_rows(int64_t lo, int64_t hi, void *p)
+{
+    xent_job *j = p;
+    const ev_tensor *x = j->a->logits, *t = j->a->target;
+    int64_t c = x->shape[1];
+    int64_t xsz = (int64_t)ev__dsize(x->dtype), tsz = (int64_t)ev__dsize(t->dtype);
+    int64_t rs = x->strides[0] * xsz, cs = x->strides[1] * xsz, ts = t->strides[0] * tsz;
+    const char *X = ev__tensor_ptr(x), *T = ev__tensor_ptr(t);
+    int dense = x->dtype == EV_FLOAT32 && (cs == xsz || c == 1);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t k = load_index(T + i * ts, t->dtype);
+        if (k < 0 || k >= c) {
+            int64_t cur = atomic_load(&j->bad);
+            while (i < cur && !atomic_compare_exchange_weak(&j->bad, &cur, i)) {
+            }
+            return;
+        }
+        const char *row = X + i * rs;
+        double lse = dense ? lse_row_f32((const float *)row, c) : lse_row_any(row, c, cs, x->dtype);
+        j->loss[i] = lse - load_float(row + k * cs, x->dtype);
+    }
+}
+
+/* Rows are read in place through their strides; dense float32 rows by the
+ * vectorized lse_row_f32. Rows split over the intra-op threads, each loss
+ * kept, then stored or summed in order (the same total whatever the
+ * split). */
 static int xent_kernel(void *p, ev_kctx *kc)
 {
     xent_arg *a = p;
     const ev_tensor *x = a->logits, *t = a->target, *o = a->out;
     int64_t n = x->shape[0], c = x->shape[1];
-    int64_t xsz = (int64_t)ev__dsize(x->dtype), tsz = (int64_t)ev__dsize(t->dtype);
-    int64_t rs = x->strides[0] * xsz, cs = x->strides[1] * xsz, ts = t->strides[0] * tsz;
-    const char *X = ev__tensor_ptr(x), *T = ev__tensor_ptr(t);
     char *O = ev__tensor_ptr(o);
-    double total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = load_index(T + i * ts, t->dtype);
-        if (k < 0 || k >= c) {
-            return ev_kctx_fail(kc, EV_EINDEX, "cross_entropy: target %lld is out of range "
-                                "for %lld classes (sample %lld)", (long long)k, (long long)c,
-                                (long long)i);
-        }
-        const char *row = X + i * rs;
-        double m = -INFINITY;
-        for (int64_t j = 0; j < c; j++) {
-            double v = load_float(row + j * cs, x->dtype);
-            /* NaN wins, so a NaN logit gives a NaN loss. */
-            m = v > m || v != v ? v : m;
-        }
-        double s = 0;
-        for (int64_t j = 0; j < c; j++) {
-            s += exp(load_float(row + j * cs, x->dtype) - m);
-        }
-        double loss = m + log(s) - load_float(row + k * cs, x->dtype);
-        if (a->reduction == EV_REDUCTION_NONE) {
-            int64_t os = o->strides[0] * xsz;
-            ev__cast_strided(O + i * os, o->dtype, 0, &loss, EV_FLOAT64, 0, 1);
-        } else {
-            total += loss;
-        }
+    double *loss = n ? ev__malloc(sizeof(double) * (size_t)n) : NULL;
+    if (n && !loss) {
+        return ev_kctx_fail(kc, EV_ENOMEM, "cross_entropy: cannot allocate a buffer");
     }
-    if (a->reduction != EV_REDUCTION_NONE) {
+    xent_job j = {a, loss, INT64_MAX};
+    /* Rows of at least EV__PARALLEL_GRAIN / 8 elements a chunk: exp makes
+     * each element dearer than a copy. */
+    int64_t grain = (EV__PARALLEL_GRAIN / 8 + c) / (c + 1);
+    par_tasks(n, grain, xent_rows, &j);
+    int64_t bad = atomic_load(&j.bad);
+    if (bad != INT64_MAX) {
+        int64_t tsz = (int64_t)ev__dsize(t->dtype);
+        int64_t k = load_index(ev__tensor_ptr(t) + bad * t->strides[0] * tsz, t->dtype);
+        ev__free(loss);
+        return ev_kctx_fail(kc, EV_EINDEX, "cross_entropy: target %lld is out of range "
+                            "for %lld classes (sample %lld)", (long long)k, (long long)c,
+                            (long long)bad);
+    }
+    if (a->reduction == EV_REDUCTION_NONE) {
+        int64_t osz = (int64_t)ev__dsize(o->dtype);
+        ev__cast_strided(O, o->dtype, o->strides[0] * osz, loss, EV_FLOAT64, sizeof(double), n);
+    } else {
+        double total = 0;
+        for (int64_t i = 0; i < n; i++) {
+            total += loss[i];
+        }
         /* 0/0 gives NaN for the mean of no samples, as PyTorch. */
         double r = a->reduction == EV_REDUCTION_MEAN ? total / (double)n : total;
         ev__cast_strided(O, o->dtype, 0, &r, EV_FLOAT64, 0, 1);
     }
+    ev__free(loss);
     return 0;
 }
 

@@ -224,6 +224,46 @@ static void test_cross_entropy_edge(void)
     CHECK(strcmp(ev_reduction_name(EV_REDUCTION_COUNT), "invalid") == 0);
 }
 
+/* Long rows (the vectorized float32 path: lanes, blocks of exp and a
+ * tail) and many samples (split over the intra-op threads): every loss and
+ * the ordered sum, and the first invalid target of a long batch. */
+static void test_cross_entropy_long(void)
+{
+    enum { N = 300, C = 1100 };
+    double *x = malloc(sizeof(double) * N * C), *xr = malloc(sizeof(double) * N * C);
+    double tv[N], want[N], sum = 0;
+    for (int64_t i = 0; i < (int64_t)N * C; i++) {
+        x[i] = sin((double)i * 0.37) * 6.0;
+    }
+    for (int i = 0; i < N; i++) {
+        tv[i] = (i * 37) % C;
+    }
+    ev_tensor *lx = tensor_from(EV_FLOAT32, 2, SHAPE(N, C), x);
+    read_f64(lx, xr);
+    for (int i = 0; i < N; i++) {
+        want[i] = ref_row(xr + (int64_t)i * C, C, (int64_t)tv[i]);
+        sum += want[i];
+    }
+    ev_tensor *t = tensor_from(EV_INT64, 1, SHAPE(N), tv), *r;
+    CHECK_OK(ev_cross_entropy(&EX, lx, t, EV_REDUCTION_NONE, &r));
+    check_tensor(r, EV_FLOAT32, 1, SHAPE(N), want, 1e-5);
+    ev_tensor_unref(r);
+    CHECK_OK(ev_cross_entropy(&EX, lx, t, EV_REDUCTION_SUM, &r));
+    check_tensor(r, EV_FLOAT32, 0, NULL, VALS(sum), 1e-5);
+    ev_tensor_unref(r);
+    ev_tensor_unref(t);
+    tv[250] = C;
+    tv[201] = -1;
+    t = tensor_from(EV_INT64, 1, SHAPE(N), tv);
+    CHECK_OK(ev_cross_entropy(&EX, lx, t, EV_REDUCTION_MEAN, &r));
+    check_fails(r, EV_EINDEX, "target -1 is out of range for 1100 classes (sample 201)");
+    ev_tensor_unref(r);
+    ev_tensor_unref(t);
+    ev_tensor_unref(lx);
+    free(xr);
+    free(x);
+}
+
 static void test_cross_entropy_errors(void)
 {
     ev_tensor *x = tensor_from(EV_FLOAT32, 2, SHAPE(3, 4), VALS(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
@@ -432,6 +472,7 @@ int main(void)
     RUN_TEST(test_cross_entropy_strided);
     RUN_TEST(test_cross_entropy_edge);
     RUN_TEST(test_cross_entropy_errors);
+    RUN_TEST(test_cross_entropy_long);
     RUN_TEST(test_randperm_is_permutation);
     RUN_TEST(test_randperm_determinism);
     RUN_TEST(test_randperm_uniform);

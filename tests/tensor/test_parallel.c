@@ -101,22 +101,19 @@ static void test_failure_in_one_chunk(void)
 }
 
 /* The serial pairwise sum the kernels use (src/ops/reduce.c), written again
- * here: a split sum must give these bits, whatever the number of threads. */
+ * here: a split sum must give these bits, whatever the number of threads.
+ * Leaves of up to 1024 elements: below 128 in 8 partials, else in 64
+ * lanes folded pairwise; longer runs halved at multiples of 64. */
 static float ref_pairwise(const float *x, int64_t n)
 {
-    if (n < 8) {
-        float s = 0;
-        for (int64_t i = 0; i < n; i++) {
-            s += x[i];
-        }
-        return s;
+    if (n > 1024) {
+        int64_t h = n / 2;
+        h -= h % 64;
+        return ref_pairwise(x, h) + ref_pairwise(x + h, n - h);
     }
-    if (n <= 128) {
-        float r[8];
-        for (int j = 0; j < 8; j++) {
-            r[j] = x[j];
-        }
-        int64_t i = 8;
+    if (n < 128) {
+        float r[8] = {0};
+        int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
             for (int j = 0; j < 8; j++) {
                 r[j] += x[i + j];
@@ -128,9 +125,26 @@ static float ref_pairwise(const float *x, int64_t n)
         }
         return s;
     }
-    int64_t h = n / 2;
-    h -= h % 8;
-    return ref_pairwise(x, h) + ref_pairwise(x + h, n - h);
+    float r[64];
+    for (int j = 0; j < 64; j++) {
+        r[j] = x[j];
+    }
+    int64_t i = 64;
+    for (; i + 64 <= n; i += 64) {
+        for (int j = 0; j < 64; j++) {
+            r[j] += x[i + j];
+        }
+    }
+    for (int h = 32; h > 0; h /= 2) {
+        for (int j = 0; j < h; j++) {
+            r[j] += r[j + h];
+        }
+    }
+    float s = r[0];
+    for (; i < n; i++) {
+        s += x[i];
+    }
+    return s;
 }
 
 static void test_split_sums_match_the_serial_bits(void)
