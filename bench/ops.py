@@ -433,7 +433,8 @@ def run_cases(args, bw):
           f"{'on' if ev.config()['blas']['enabled'] else 'off'}, SIMD "
           f"{ev.config()['simd']['level']}), NumPy {np.__version__}, PyTorch "
           f"{torch.__version__ + ' (' + str(torch.get_num_threads()) + ' threads)' if torch else 'not installed'}"
-          f", SciPy erf {'yes' if _np_erf is not None else 'no'}")
+          f", SciPy erf {'yes' if _np_erf is not None else 'no'}, OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
     print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
           f"{'x NumPy':>8} {'x PyTorch':>9} {'GB/s':>7} {'of C':>5}")
     ratios = {size: ([], []) for size in SIZES}
@@ -521,7 +522,12 @@ def main(argv=None):
         cmd = [py, os.path.abspath(__file__), *passthrough, "--label", label,
                "--bandwidth", json.dumps(bw or {}), "--summary-fd", str(w)]
         print(flush=True)
-        proc = subprocess.Popen(cmd, pass_fds=(w,))
+        env = dict(os.environ)
+        # PyTorch's OpenMP threads spin for a while after each of its calls,
+        # on the cores the next peer's batch then runs on: that would time
+        # the interference, not the libraries. Idle threads sleep instead.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        proc = subprocess.Popen(cmd, pass_fds=(w,), env=env)
         os.close(w)
         with os.fdopen(r) as f:
             text = f.read()

@@ -15,6 +15,7 @@
 #endif
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@ typedef struct shared {
     int64_t n;
     int threads;
     int kernel;
-    pthread_barrier_t start, done;
+    /* Spinning barriers: a repeat lasts tens of microseconds, and waking
+     * a thread from a futex would be part of what is timed. */
+    _Atomic unsigned start_gen, done_count;
     double sums[64];
 } shared;
 
@@ -103,13 +106,32 @@ static void run_slice(shared *sh, int id)
 static void *thread_main(void *p)
 {
     slot *sl = p;
+    shared *sh = sl->sh;
+    unsigned seen = 0;
     for (;;) {
-        pthread_barrier_wait(&sl->sh->start);
-        if (sl->sh->kernel < 0) {
+        /* acquire: the kernel field written before the release below. */
+        while (atomic_load_explicit(&sh->start_gen, memory_order_acquire) == seen) {
+        }
+        seen++;
+        if (sh->kernel < 0) {
             return NULL;
         }
-        run_slice(sl->sh, sl->id);
-        pthread_barrier_wait(&sl->sh->done);
+        run_slice(sh, sl->id);
+        /* release: the slice's writes happen before the caller's timing ends. */
+        atomic_fetch_add_explicit(&sh->done_count, 1, memory_order_release);
+    }
+}
+
+static void start_all(shared *sh)
+{
+    atomic_store_explicit(&sh->done_count, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sh->start_gen, 1, memory_order_release);
+}
+
+static void wait_all(shared *sh)
+{
+    while (atomic_load_explicit(&sh->done_count, memory_order_acquire) <
+           (unsigned)sh->threads - 1) {
     }
 }
 
@@ -127,13 +149,9 @@ static double best_seconds(shared *sh, int kernel, int repeats)
     sh->kernel = kernel;
     for (int r = 0; r < repeats; r++) {
         double t0 = now_s();
-        if (sh->threads > 1) {
-            pthread_barrier_wait(&sh->start);
-        }
+        start_all(sh);
         run_slice(sh, 0);
-        if (sh->threads > 1) {
-            pthread_barrier_wait(&sh->done);
-        }
+        wait_all(sh);
         double t = now_s() - t0;
         best = t < best ? t : best;
     }
@@ -172,8 +190,6 @@ int main(int argc, char **argv)
         sh.b[i] = 2.0f;
         sh.c[i] = 0.5f;
     }
-    pthread_barrier_init(&sh.start, NULL, (unsigned)threads);
-    pthread_barrier_init(&sh.done, NULL, (unsigned)threads);
     pthread_t tids[64];
     slot slots[64];
     for (int t = 1; t < threads; t++) {
@@ -187,11 +203,9 @@ int main(int argc, char **argv)
     double t_copy = best_seconds(&sh, K_COPY, repeats);
     double t_triad = best_seconds(&sh, K_TRIAD, repeats);
     sh.kernel = -1;
-    if (threads > 1) {
-        pthread_barrier_wait(&sh.start);
-        for (int t = 1; t < threads; t++) {
-            pthread_join(tids[t], NULL);
-        }
+    start_all(&sh);
+    for (int t = 1; t < threads; t++) {
+        pthread_join(tids[t], NULL);
     }
     double checksum = 0;
     for (int t = 0; t < threads; t++) {
