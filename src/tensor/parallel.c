@@ -421,12 +421,13 @@ static void avoid_my_cpu(pool *p, int helpers)
 static void run_job(pool *p, int helpers, int64_t n, int64_t grain, range_fn fn, void *ctx)
 {
     /* A few chunks per thread, so that a late helper costs only its share;
-     * chunk sizes are multiples of 64 elements, so chunks share no cache
-     * line of any operand. */
+     * chunks of elements are multiples of 64, so they share no cache line
+     * of any operand. A job of few items (rows, blocks: under 64 per chunk)
+     * is not rounded, or it would become one chunk and run alone. */
     int64_t n_chunks = 4 * (int64_t)(helpers + 1);
     int64_t chunk = (n + n_chunks - 1) / n_chunks;
     chunk = chunk < grain ? grain : chunk;
-    chunk = (chunk + 63) / 64 * 64;
+    chunk = chunk > 64 ? (chunk + 63) / 64 * 64 : chunk;
     n_chunks = (n + chunk - 1) / chunk;
     EV_ASSERT(n_chunks <= MAX_CHUNKS);
     p->fn = fn;
