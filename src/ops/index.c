@@ -518,9 +518,11 @@ static void take_row(char **p, const int64_t *s, int64_t n, void *user)
                 xo += (flat % x->shape[d]) * x->strides[d];
                 flat /= x->shape[d];
             }
-            offs[k] = xo * (int64_t)st->esz;
+            offs[k] = xo * (int64_t)st->esz; /* of any sign */
         }
-        pick(p[0] + i * s[0], s[0], X, 0, offs, 1, m, st->esz, INT64_MAX, 0);
+        for (int64_t k = 0; k < m; k++) {
+            ev__copy_elem(p[0] + (i + k) * s[0], X + offs[k], st->esz);
+        }
     }
 }
 

@@ -230,6 +230,13 @@ static void test_index_select_large(void)
     check_index_select(xs, 1, is);
     check_index_select(xt, 0, is);
     check_index_select(xt, 1, is);
+    ev_tensor *xr, *ir;
+    CHECK_OK(ev_slice(x, 0, INT64_MAX, INT64_MIN, -1, &xr));
+    CHECK_OK(ev_slice(is, 0, INT64_MAX, INT64_MIN, -1, &ir));
+    check_index_select(xr, 0, ir);
+    check_index_select(xr, 1, ir);
+    ev_tensor_unref(xr);
+    ev_tensor_unref(ir);
     /* The first index out of range is named, whichever chunk meets it. */
     ev_tensor *bad1 = with_value(big, 1100, 300), *bad2, *r;
     bad2 = with_value(bad1, 900, -1);
@@ -269,6 +276,16 @@ static void test_gather_take_large(void)
     check_gather(xt, 0, gt);
     check_gather(x, 1, g);
     check_take(xt, g);
+    /* Negative steps: x reversed along rows, the index reversed too. */
+    ev_tensor *xr, *gr;
+    CHECK_OK(ev_slice(x, 1, INT64_MAX, INT64_MIN, -1, &xr));
+    CHECK_OK(ev_slice(g, 0, INT64_MAX, INT64_MIN, -1, &gr));
+    check_take(xr, g);
+    check_take(xr, gr);
+    check_gather(xr, 1, gr);
+    check_gather(x, 1, gr);
+    ev_tensor_unref(xr);
+    ev_tensor_unref(gr);
     ev_tensor *x3 = pattern(EV_FLOAT64, 3, SHAPE(30, 40, 100));
     ev_tensor *g3 = rand_index(EV_INT64, 3, SHAPE(30, 70, 100), 0, 40);
     check_gather(x3, 1, g3);
