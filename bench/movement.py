@@ -3,8 +3,10 @@ transposing copies, creation), at the sizes the issue-12 measurements used.
 
     PYTHONPATH=python /usr/bin/python3 bench/movement.py [--repeats N] [--only SUBSTR]
 
-Each line: the median µs of eagervm (ending in a sync), NumPy and PyTorch,
-and the ratios NumPy/eagervm and PyTorch/eagervm (above 1: eagervm faster)."""
+Each line: the best (--stat min, the default: least disturbed by other load
+on a shared machine) or median µs of eagervm (batches of 5 ending in a
+sync), NumPy and PyTorch, and the ratios NumPy/eagervm and PyTorch/eagervm
+(above 1: eagervm faster)."""
 import argparse
 import statistics
 import time
@@ -93,6 +95,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--only", default="")
+    ap.add_argument("--stat", choices=("min", "median"), default="min")
     args = ap.parse_args()
     global ec, e2, c, a2, tc, t2
     rng = np.random.default_rng(1)
@@ -114,7 +117,8 @@ def main():
             for k, (f, s) in enumerate(runs):
                 if f:
                     times[k].append(_time(f, 5, s))
-        med = [statistics.median(x) * 1e6 if x else float("nan") for x in times]
+        stat = min if args.stat == "min" else statistics.median
+        med = [stat(x) * 1e6 if x else float("nan") for x in times]
         print(f"{name:34} {med[0]:9.1f} {med[1]:9.1f} {med[2]:9.1f} "
               f"{med[1] / med[0]:6.2f}x {med[2] / med[0]:6.2f}x", flush=True)
 
