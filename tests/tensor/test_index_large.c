@@ -1,4 +1,4 @@
-/* index_select, gather, take and scatter_add(_) on tensors large enough for
+/* where, index_select, gather, take and scatter_add(_) on tensors large enough for
  * their fast paths (whole-row copies, blocked index loads, the split over
  * the intra-op pool), against references computed here from the operands
  * read back in C order: every element size, int64/int32/int16 and strided
@@ -357,9 +357,57 @@ static void test_scatter_add_large(void)
     }
 }
 
+/* where with a random condition over every loop dtype (bool, int32 for the
+ * narrow integers, int64, float32, float64), NaN among the values. */
+static void test_where_large(void)
+{
+    int64_t n = 300000;
+    double *cv = malloc(sizeof(double) * (size_t)n), *xv = malloc(sizeof(double) * (size_t)n);
+    double *yv = malloc(sizeof(double) * (size_t)n), *want = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        cv[i] = (double)rnd(2);
+        xv[i] = i % 97 == 0 ? NAN : (double)(i % 100);
+        yv[i] = (double)(i % 7) - 3.0;
+    }
+    ev_tensor *c = tensor_from(EV_BOOL, 2, SHAPE(1000, 300), cv);
+    const ev_dtype dts[] = {EV_FLOAT32, EV_FLOAT64, EV_INT64, EV_INT16, EV_UINT8, EV_BOOL};
+    for (int k = 0; k < 6; k++) {
+        ev_dtype dt = dts[k];
+        int is_float = ev_dtype_is_float(dt);
+        for (int64_t i = 0; i < n; i++) {
+            double xi = is_float || !isnan(xv[i]) ? xv[i] : 1.0;
+            double yi = dt == EV_UINT8 ? yv[i] + 3.0 : yv[i];
+            if (dt == EV_BOOL) {
+                xi = xi != 0;
+                yi = yi != 0;
+            }
+            xv[i] = xi;
+            yv[i] = yi;
+            want[i] = cv[i] != 0 ? xi : yi;
+        }
+        ev_tensor *x = tensor_from(dt, 2, SHAPE(1000, 300), xv);
+        ev_tensor *y = tensor_from(dt, 2, SHAPE(1000, 300), yv), *r;
+        CHECK_OK(ev_where(&EX, c, x, y, &r));
+        check_tensor(r, dt, 2, SHAPE(1000, 300), want, 0);
+        ev_tensor_unref(r);
+        ev_tensor_unref(x);
+        ev_tensor_unref(y);
+        for (int64_t i = 0; i < n; i++) {
+            xv[i] = i % 97 == 0 ? NAN : (double)(i % 100);
+            yv[i] = (double)(i % 7) - 3.0;
+        }
+    }
+    ev_tensor_unref(c);
+    free(cv);
+    free(xv);
+    free(yv);
+    free(want);
+}
+
 int main(void)
 {
     test_setup();
+    RUN_TEST(test_where_large);
     RUN_TEST(test_index_select_large);
     RUN_TEST(test_gather_take_large);
     RUN_TEST(test_scatter_add_large);
