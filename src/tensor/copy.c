@@ -140,10 +140,8 @@ static void transpose_block8(double *d, int64_t ds, const double *s, int64_t ss,
 }
 #endif
 
-/* Copies the n x m block: dst row i (stride ds elements between rows) is
- * src column i (stride ss elements between columns). */
-static void transpose_block(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
-                            int64_t m, size_t esz)
+void ev__transpose_block(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
+                         int64_t m, size_t esz)
 {
     switch (esz) {
     case 1: TRANSPOSE_LOOP(uint8_t); break;
@@ -209,7 +207,7 @@ static void copy_chunk(int64_t lo, int64_t hi, void *ctx)
     for (int64_t q = 0; q < rest; q++) {
         int64_t off[2];
         outer_offsets(&it, j->tdim, q, off);
-        transpose_block(it.data[0] + off[0], it.strides[0][j->tdim] / (int64_t)esz,
+        ev__transpose_block(it.data[0] + off[0], it.strides[0][j->tdim] / (int64_t)esz,
                         it.data[1] + off[1], it.strides[1][0] / (int64_t)esz, it.shape[j->tdim],
                         it.shape[0], esz);
     }
