@@ -124,9 +124,15 @@ static void idx_drop(void *p)
 /* Elements (picked or added) below which an op runs on its worker alone. */
 #define INDEX_GRAIN ((int64_t)1 << 15)
 /* Bytes of whole rows (index_select) below which the copy runs alone: a
- * hand-off to the pool costs more than it saves on copies that fit in L2
- * (512 KiB of rows took 10 us alone, 16-25 us split in two). */
+ * hand-off to the pool costs more than it saves on copies from the caches
+ * (512 KiB of rows took 10 us alone, 13-25 us split in two). Rows picked
+ * from a tensor much larger than the caches (a data set, as a data loader's
+ * batches) come from memory and are latency-bound: there two threads fetch
+ * twice as many at once (128 random rows of 60000 x 784 float32: 40 us
+ * alone, 34 split), from a smaller grain on. */
 #define ROWS_GRAIN_BYTES ((int64_t)1 << 20)
+#define ROWS_GRAIN_BYTES_COLD ((int64_t)1 << 17)
+#define COLD_SOURCE_BYTES ((int64_t)64 << 20)
 
 /* n indices at p (stride bytes apart, dtype d) as int64: p itself when it
  * already is a contiguous int64 run, else converted into buf. */
@@ -539,7 +545,9 @@ static int index_select_kernel(void *p, ev_kctx *kc)
         };
         int64_t rows = o->numel / (inner > 0 ? inner : 1);
         int64_t row_bytes = inner * (int64_t)esz;
-        int64_t grain = row_bytes >= 256 ? (ROWS_GRAIN_BYTES + row_bytes - 1) / row_bytes
+        int64_t gb = x->numel * (int64_t)esz >= COLD_SOURCE_BYTES ? ROWS_GRAIN_BYTES_COLD
+                                                                 : ROWS_GRAIN_BYTES;
+        int64_t grain = row_bytes >= 256 ? (gb + row_bytes - 1) / row_bytes
                                          : (INDEX_GRAIN + inner - 1) / inner;
         ev__parallel_for(rows, grain, select_rows, &s);
         ev__free(buf);
