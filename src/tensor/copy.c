@@ -187,6 +187,32 @@ static void outer_offsets(const ev__iter *it, int skip, int64_t pos, int64_t *of
 }
 
 /* Slices [lo, hi) along the iterator's outermost dimension. */
+/* A transposing copy that converts: blocks of src transposed into a buffer
+ * in src's dtype, then converted into dst's rows (contiguous both sides). */
+#define CAST_BLOCK_ROWS 32
+#define CAST_BLOCK_COLS 128
+
+static void transpose_cast(const ev__iter *it, int tdim, const ev_dtype *dt, char *dst,
+                           const char *src)
+{
+    _Alignas(64) char buf[CAST_BLOCK_ROWS * CAST_BLOCK_COLS * 8];
+    int64_t de = (int64_t)ev__dsize(dt[0]), se = (int64_t)ev__dsize(dt[1]);
+    int64_t n = it->shape[tdim], m = it->shape[0];
+    int64_t ds = it->strides[0][tdim], ss = it->strides[1][0] / se; /* bytes; elements */
+    for (int64_t i0 = 0; i0 < n; i0 += CAST_BLOCK_ROWS) {
+        int64_t ni = n - i0 < CAST_BLOCK_ROWS ? n - i0 : CAST_BLOCK_ROWS;
+        for (int64_t j0 = 0; j0 < m; j0 += CAST_BLOCK_COLS) {
+            int64_t mj = m - j0 < CAST_BLOCK_COLS ? m - j0 : CAST_BLOCK_COLS;
+            ev__transpose_block(buf, CAST_BLOCK_COLS, src + (i0 + j0 * ss) * se, ss, ni, mj,
+                                (size_t)se);
+            for (int64_t i = 0; i < ni; i++) {
+                ev__cast_strided(dst + (i0 + i) * ds + j0 * de, dt[0], de,
+                                 buf + i * CAST_BLOCK_COLS * se, dt[1], se, mj);
+            }
+        }
+    }
+}
+
 static void copy_chunk(int64_t lo, int64_t hi, void *ctx)
 {
     const copy_job *j = ctx;
@@ -207,25 +233,28 @@ static void copy_chunk(int64_t lo, int64_t hi, void *ctx)
     for (int64_t q = 0; q < rest; q++) {
         int64_t off[2];
         outer_offsets(&it, j->tdim, q, off);
-        ev__transpose_block(it.data[0] + off[0], it.strides[0][j->tdim] / (int64_t)esz,
-                        it.data[1] + off[1], it.strides[1][0] / (int64_t)esz, it.shape[j->tdim],
-                        it.shape[0], esz);
+        if (j->dt[0] == j->dt[1]) {
+            ev__transpose_block(it.data[0] + off[0], it.strides[0][j->tdim] / (int64_t)esz,
+                                it.data[1] + off[1], it.strides[1][0] / (int64_t)esz,
+                                it.shape[j->tdim], it.shape[0], esz);
+        } else {
+            transpose_cast(&it, j->tdim, j->dt, it.data[0] + off[0], it.data[1] + off[1]);
+        }
     }
 }
 
 /* The iterator dimension (not 0) along which src is contiguous when dst is
  * contiguous along dimension 0 and src is not: a copy that transposes. -1
- * otherwise (or when the dtypes differ: casts take the row loops). The
- * strides used must be whole elements and positive. */
+ * otherwise. The strides used must be whole elements and positive. */
 static int transpose_dim(const ev__iter *it, ev_dtype dd, ev_dtype sd)
 {
-    int64_t esz = (int64_t)ev__dsize(dd);
-    if (dd != sd || it->ndim < 2 || it->strides[0][0] != esz || it->strides[1][0] == esz ||
-        it->strides[1][0] <= 0 || it->strides[1][0] % esz != 0) {
+    int64_t de = (int64_t)ev__dsize(dd), se = (int64_t)ev__dsize(sd);
+    if (it->ndim < 2 || it->strides[0][0] != de || it->strides[1][0] == se ||
+        it->strides[1][0] <= 0 || it->strides[1][0] % se != 0) {
         return -1;
     }
     for (int d = 1; d < it->ndim; d++) {
-        if (it->strides[1][d] == esz && it->strides[0][d] > 0 && it->strides[0][d] % esz == 0) {
+        if (it->strides[1][d] == se && it->strides[0][d] > 0 && it->strides[0][d] % de == 0) {
             return d;
         }
     }
