@@ -111,8 +111,9 @@ static void idx_drop(void *p)
 /* --------------------------------------------------------------- kernels
  *
  * The fast paths read indices in blocks of IBLOCK widened to int64 (a
- * contiguous int64 index is read in place), check a block before using it
- * (one vectorised pass), then copy with a loop typed by the element size.
+ * contiguous int64 index is read in place), check them (index_select and
+ * scatter_add in a vectorised pass first, gather and take as they copy),
+ * and copy with loops typed by the element size.
  * Large ops split over the intra-op pool: gather and take anywhere, index_select
  * by output rows, scatter_add along a dimension other than dim (so no two
  * threads add into one element, and each element's additions keep their
@@ -356,6 +357,11 @@ static int dense_pick_u64(uint64_t *o, const uint64_t *x, const int64_t *v, int6
 static int pick(char *dst, int64_t ds, const char *src, int64_t ss, const int64_t *v,
                 int64_t vs, int64_t n, size_t esz, int64_t size, int wrap)
 {
+    if (size <= 0) {
+        /* An empty source (its data may be NULL): every index is out of
+         * range, and there is no element 0 to read instead. */
+        return n > 0;
+    }
     int bad = 0;
     if (ds == (int64_t)esz && ss == 0 && vs == (int64_t)esz) {
         void *o = dst;

@@ -404,6 +404,29 @@ static void test_where_large(void)
     free(want);
 }
 
+/* Indexing into an empty x (no data at all) fails without reading it. */
+static void test_empty_source(void)
+{
+    ev_tensor *e, *x2, *r;
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT64, 1, SHAPE(0), &e));
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT32, 2, SHAPE(2, 0), &x2));
+    ev_tensor *i = rand_index(EV_INT64, 1, SHAPE(40), -3, 3);
+    ev_tensor *g = rand_index(EV_INT64, 2, SHAPE(2, 40), 0, 1);
+    CHECK_OK(ev_take(&EX, e, i, &r));
+    check_fails(r, "out of bounds for dimension 0 with size 0");
+    ev_tensor_unref(r);
+    CHECK_OK(ev_gather(&EX, x2, 1, g, &r));
+    check_fails(r, "gather: index 0 is out of bounds for dimension 1 with size 0");
+    ev_tensor_unref(r);
+    CHECK_OK(ev_index_select(&EX, x2, 1, i, &r));
+    check_fails(r, "out of bounds for dimension 1 with size 0");
+    ev_tensor_unref(r);
+    ev_tensor *ts[] = {e, x2, i, g};
+    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
+        ev_tensor_unref(ts[j]);
+    }
+}
+
 int main(void)
 {
     test_setup();
@@ -411,6 +434,7 @@ int main(void)
     RUN_TEST(test_index_select_large);
     RUN_TEST(test_gather_take_large);
     RUN_TEST(test_scatter_add_large);
+    RUN_TEST(test_empty_source);
     test_teardown();
     return 0;
 }
