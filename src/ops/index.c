@@ -603,6 +603,11 @@ static int gather_kernel(void *p, ev_kctx *kc)
     }
     pick_state st = {.esz = ev__dsize(x->dtype), .idt = ix->dtype};
     dim_info(x, a->dim, &st.size, &st.xs);
+    int64_t v;
+    if (st.size == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim, 0LL);
+    }
     split_walk w = {
         .nops = 3, .ndim = ix->ndim, .split = widest_dim(ix, -1), .row = gather_row,
         .user = &st,
@@ -613,7 +618,6 @@ static int gather_kernel(void *p, ev_kctx *kc)
     byte_strides(x, a->dim, w.strides[1]);
     byte_strides(ix, -1, w.strides[2]);
     split_run(&w, ix->numel);
-    int64_t v;
     if (atomic_load(&st.bad) && first_outside(ix, 0, st.size, &v)) {
         return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
                             (long long)st.size);
@@ -674,6 +678,11 @@ static int take_kernel(void *p, ev_kctx *kc)
         return 0;
     }
     pick_state st = {.esz = ev__dsize(x->dtype), .idt = ix->dtype, .size = x->numel, .x = x};
+    int64_t v;
+    if (x->numel == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, 0, 0LL);
+    }
     split_walk w = {
         .nops = 2, .ndim = ix->ndim, .split = widest_dim(ix, -1), .row = take_row, .user = &st,
         .data = {ev__tensor_ptr(o), ev__tensor_ptr(ix)},
@@ -682,7 +691,6 @@ static int take_kernel(void *p, ev_kctx *kc)
     byte_strides(o, -1, w.strides[0]);
     byte_strides(ix, -1, w.strides[1]);
     split_run(&w, ix->numel);
-    int64_t v;
     if (atomic_load(&st.bad) && first_outside(ix, -x->numel, x->numel, &v)) {
         return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, 0,
                             (long long)x->numel);
@@ -773,6 +781,11 @@ static int scatter_add_kernel(void *p, ev_kctx *kc)
     }
     pick_state st = {.esz = ev__dsize(o->dtype), .idt = ix->dtype, .dt = o->dtype};
     dim_info(o, a->dim, &st.size, &st.xs);
+    int64_t v;
+    if (st.size == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim, 0LL);
+    }
     /* Chunks split a dimension other than dim: they add into disjoint parts
      * of x. A 1-d (or 0-d) index has none and runs whole. */
     int split = widest_dim(ix, a->dim);
@@ -789,7 +802,6 @@ static int scatter_add_kernel(void *p, ev_kctx *kc)
     } else {
         split_run(&w, ix->numel);
     }
-    int64_t v;
     if (atomic_load(&st.bad) && first_outside(ix, 0, st.size, &v)) {
         return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
                             (long long)st.size);

@@ -421,6 +421,11 @@ static void test_empty_source(void)
     CHECK_OK(ev_index_select(&EX, x2, 1, i, &r));
     check_fails(r, "out of bounds for dimension 1 with size 0");
     ev_tensor_unref(r);
+    ev_tensor *src = pattern(EV_FLOAT64, 1, SHAPE(40));
+    CHECK_OK(ev_scatter_add(&EX, e, 0, i, src, &r));
+    check_fails(r, "scatter_add: index");
+    ev_tensor_unref(r);
+    ev_tensor_unref(src);
     ev_tensor *ts[] = {e, x2, i, g};
     for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
         ev_tensor_unref(ts[j]);
