@@ -394,7 +394,17 @@ static void fill_drop(void *p)
         }                                                                              \
     } while (0)
 
-static void fill_run(char *dst, int64_t ds, const unsigned char *value, int64_t n, size_t esz)
+/* Built for AVX2 and AVX-512 too (as the ops' loops, see EV__SIMD_CLONES in
+ * src/ops/ops-impl.h): the baseline stores 16 bytes a step, memset 64. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define FILL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FILL_CLONES
+#endif
+
+FILL_CLONES static void fill_run(char *dst, int64_t ds, const unsigned char *value, int64_t n,
+                                 size_t esz)
 {
     static const unsigned char zero[8];
     if (ds == (int64_t)esz && memcmp(value, zero, esz) == 0) {
