@@ -4,6 +4,11 @@
  * and issues one instruction that writes the results from what it found.
  * The kernel reads only host buffers its argument owns, never x again, so a
  * write to x issued later (by any thread) cannot change the result. */
+/* GCC's -O2 cost model leaves the counting loop scalar. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
 #include <string.h>
 
 #include "ops/ops-impl.h"
@@ -59,14 +64,24 @@ static void nz_row(char **p, const int64_t *s, int64_t n, void *user)
         int64_t m = n - i < NZ_BLOCK ? n - i : NZ_BLOCK;
         /* x != 0, as a cast to bool gives: NaN counts. */
         ev__cast_strided(nz, EV_BOOL, 1, p[0] + i * s[0], z->dtype, s[0], m);
-        for (int64_t k = 0; k < m; k++) {
-            if (nz[k]) {
-                if (z->pos && z->count < z->cap) {
-                    z->pos[z->count] = z->flat + i + k;
+        /* Without branches on the values, which mispredict on mixed data:
+         * the counting pass sums, the recording pass writes every position
+         * and moves on only past a nonzero one. */
+        int64_t count = z->count;
+        if (!z->pos) {
+            for (int64_t k = 0; k < m; k++) {
+                count += nz[k];
+            }
+        } else {
+            int64_t *pos = z->pos, cap = z->cap, at = z->flat + i;
+            for (int64_t k = 0; k < m; k++) {
+                if (count < cap) {
+                    pos[count] = at + k;
                 }
-                z->count++;
+                count += nz[k];
             }
         }
+        z->count = count;
     }
     z->flat += n;
 }
@@ -86,17 +101,32 @@ static void nz_drop(void *p)
     ev__free(a->pos);
 }
 
-/* Rows [lo, hi) of the result: each position unravelled over x's shape. */
+/* Rows [lo, hi) of the result: each position unravelled over x's shape.
+ * The positions ascend, so the multi-index usually moves along the last
+ * dimension only: divisions (two per dimension) are made only when a
+ * position leaves the current row. */
 static void nz_rows(int64_t lo, int64_t hi, void *p)
 {
     const nz_arg *a = p;
     int64_t *o = (int64_t *)ev__tensor_ptr(a->out);
+    int nd = a->ndim, last = nd - 1;
+    int64_t idx[EV_MAX_DIMS], row_start = 0, row_end = -1; /* positions of the row */
     for (int64_t r = lo; r < hi; r++) {
         int64_t flat = a->pos[r];
-        for (int d = a->ndim - 1; d >= 0; d--) {
-            o[r * a->ndim + d] = flat % a->shape[d];
-            flat /= a->shape[d];
+        if (flat < row_start || flat >= row_end) {
+            int64_t f = flat;
+            for (int d = last; d >= 0; d--) {
+                idx[d] = f % a->shape[d];
+                f /= a->shape[d];
+            }
+            row_start = flat - idx[last];
+            row_end = row_start + a->shape[last];
         }
+        int64_t *row = o + r * nd;
+        for (int d = 0; d < last; d++) {
+            row[d] = idx[d];
+        }
+        row[last] = flat - row_start;
     }
 }
 

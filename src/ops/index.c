@@ -3,6 +3,11 @@
  * checked on the issuing thread; an index out of range fails the instruction
  * with EV_EINDEX naming the index, the dimension and its size (DESIGN rule 6),
  * which poisons the output (and, for scatter_add_, the tensor written). */
+/* GCC's -O2 cost model leaves the index checks and element loops scalar. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
 #include <string.h>
 
 #include "ops/ops-impl.h"
@@ -19,12 +24,6 @@ static inline int64_t load_index(const char *p, ev_dtype d)
     case EV_INT16: return *(const int16_t *)p;
     default: return *(const int64_t *)p;
     }
-}
-
-/* Copies one element of esz bytes (1, 2, 4 or 8: every dtype we have). */
-static inline void copy_elem(char *dst, const char *src, size_t esz)
-{
-    memcpy(dst, src, esz);
 }
 
 /* Advances the C-order multi-index idx over shape by one and the byte
@@ -109,9 +108,391 @@ static void idx_drop(void *p)
 
 #define OOB_FMT "%s: index %lld is out of bounds for dimension %d with size %lld"
 
-/* --------------------------------------------------------------- kernels */
+/* --------------------------------------------------------------- kernels
+ *
+ * The fast paths read indices in blocks of IBLOCK widened to int64 (a
+ * contiguous int64 index is read in place), check them (index_select and
+ * scatter_add in a vectorised pass first, gather and take as they copy),
+ * and copy with loops typed by the element size.
+ * Large ops split over the intra-op pool: gather and take anywhere, index_select
+ * by output rows, scatter_add along a dimension other than dim (so no two
+ * threads add into one element, and each element's additions keep their
+ * order). A chunk that meets an index out of range stops; the kernel then
+ * finds the first such index in C order and reports it, as a serial loop
+ * would. */
 
-/* out[..., j, ...] = x[..., index[j], ...] along dim; walks out's elements. */
+#define IBLOCK 512
+/* Elements (picked or added) below which an op runs on its worker alone. */
+#define INDEX_GRAIN ((int64_t)1 << 15)
+/* Bytes of whole rows (index_select) below which the copy runs alone: a
+ * hand-off to the pool costs more than it saves on copies from the caches
+ * (512 KiB of rows took 10 us alone, 13-25 us split in two). Rows picked
+ * from a tensor much larger than the caches (a data set, as a data loader's
+ * batches) come from memory and are latency-bound: there two threads fetch
+ * twice as many at once (128 random rows of 60000 x 784 float32: 40 us
+ * alone, 34 split), from a smaller grain on. */
+#define ROWS_GRAIN_BYTES ((int64_t)1 << 20)
+#define ROWS_GRAIN_BYTES_COLD ((int64_t)1 << 17)
+#define COLD_SOURCE_BYTES ((int64_t)64 << 20)
+
+/* n indices at p (stride bytes apart, dtype d) as int64: p itself when it
+ * already is a contiguous int64 run, else converted into buf. */
+static const int64_t *index_block(const char *p, ev_dtype d, int64_t stride, int64_t n,
+                                  int64_t *buf)
+{
+    if (d == EV_INT64 && (stride == 8 || n == 1)) {
+        return (const int64_t *)(const void *)p;
+    }
+    ev__cast_strided(buf, EV_INT64, 8, p, d, stride, n);
+    return buf;
+}
+
+/* 1 if some v[i] is outside [lo, lo + span) (span > 0 or 0: all outside).
+ * Built for AVX2 and AVX-512 too: the baseline has no 64-bit compare, and
+ * scalar this check took half of scatter_add's time. */
+EV__SIMD_CLONES static int any_outside(const int64_t *v, int64_t n, int64_t lo, uint64_t span)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bad |= (uint64_t)v[i] - (uint64_t)lo >= span;
+    }
+    return bad;
+}
+
+/* The first index of ix in C order outside [lo, hi), in *v; 0 if none. */
+static int first_outside(const ev_tensor *ix, int64_t lo, int64_t hi, int64_t *v)
+{
+    int64_t str[1][EV_MAX_DIMS] = {{0}};
+    byte_strides(ix, -1, str[0]);
+    const char *I = ev__tensor_ptr(ix);
+    int64_t idx[EV_MAX_DIMS] = {0}, off[1] = {0};
+    for (int64_t e = 0; e < ix->numel; e++) {
+        int64_t x = load_index(I + off[0], ix->dtype);
+        if (x < lo || x >= hi) {
+            *v = x;
+            return 1;
+        }
+        advance(ix->ndim, ix->shape, idx, 1, (const int64_t(*)[EV_MAX_DIMS])str, off);
+    }
+    return 0;
+}
+
+/* Copies n elements of esz bytes, dst[k * ds] = src[k * ss + f * vs], f
+ * being v[k] (plus size when wrap and v[k] < 0), in one pass that also checks
+ * that every f is in [0, size): one that is not reads element 0 instead (so
+ * nothing is read out of bounds) and makes the result 1, for the caller to
+ * fail with. */
+#define PICK_LOOP(T)                                                                   \
+    do {                                                                               \
+        if (ds == (int64_t)sizeof(T) && ss == 0) {                                     \
+            T *restrict o_ = (T *)(void *)dst;                                         \
+            for (int64_t k = 0; k < n; k++) {                                          \
+                int64_t f = v[k] + (wrap && v[k] < 0 ? size : 0);                      \
+                int ok = (uint64_t)f < (uint64_t)size;                                 \
+                bad |= !ok;                                                            \
+                memcpy(&o_[k], src + (ok ? f : 0) * vs, sizeof(T));                    \
+            }                                                                          \
+        } else {                                                                       \
+            for (int64_t k = 0; k < n; k++) {                                          \
+                int64_t f = v[k] + (wrap && v[k] < 0 ? size : 0);                      \
+                int ok = (uint64_t)f < (uint64_t)size;                                 \
+                bad |= !ok;                                                            \
+                memcpy(dst + k * ds, src + k * ss + (ok ? f : 0) * vs, sizeof(T));     \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
+/* The common case of pick: out and the source line both contiguous (rows
+ * of index_select with dim last, gather along the last dimension, take of
+ * a contiguous x). */
+#define DENSE_PICK(fname, T, WRAP)                                                     \
+    static int fname(T *restrict o, const T *restrict x, const int64_t *restrict v,    \
+                     int64_t n, int64_t size)                                          \
+    {                                                                                  \
+        int bad = 0;                                                                   \
+        for (int64_t k = 0; k < n; k++) {                                              \
+            int64_t f = v[k];                                                          \
+            if (WRAP) {                                                                \
+                f += f < 0 ? size : 0;                                                 \
+            }                                                                          \
+            int ok = (uint64_t)f < (uint64_t)size;                                     \
+            bad |= !ok;                                                                \
+            o[k] = x[ok ? f : 0];                                                      \
+        }                                                                              \
+        return bad;                                                                    \
+    }
+DENSE_PICK(dense_pick_u8, uint8_t, 0)
+DENSE_PICK(dense_pick_u16, uint16_t, 0)
+DENSE_PICK(scalar_pick_u32, uint32_t, 0)
+DENSE_PICK(scalar_pick_u64, uint64_t, 0)
+DENSE_PICK(dense_pick_wrap_u8, uint8_t, 1)
+DENSE_PICK(dense_pick_wrap_u16, uint16_t, 1)
+DENSE_PICK(scalar_pick_wrap_u32, uint32_t, 1)
+DENSE_PICK(scalar_pick_wrap_u64, uint64_t, 1)
+
+/* 4- and 8-byte elements with the CPU's gather instructions where it has
+ * them (GCC does not vectorize the loop above into gathers): a gather of
+ * 1M float32 along rows took 340 us with AVX-512, 575 us scalar. An index
+ * out of range is masked off (AVX-512) or replaced by 0 (AVX2), so nothing
+ * is read out of bounds. Not under sanitizers, whose shadow checks do not
+ * see gathers. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#include <immintrin.h>
+#define HW_GATHER 1
+
+/* x[f] for 8 indices at v into 8 elements at o, of 4 (W4) or 8 bytes. */
+#define GATHER512(W4)                                                                  \
+    __m512i lim = _mm512_set1_epi64(size), zero = _mm512_setzero_si512();              \
+    __mmask8 badm = 0;                                                                 \
+    int64_t k = 0;                                                                     \
+    for (; k + 8 <= n; k += 8) {                                                       \
+        __m512i f = _mm512_loadu_si512((const void *)(v + k));                         \
+        if (wrap) {                                                                    \
+            f = _mm512_mask_add_epi64(f, _mm512_cmplt_epi64_mask(f, zero), f, lim);    \
+        }                                                                              \
+        __mmask8 ok = _mm512_cmplt_epu64_mask(f, lim);                                 \
+        badm |= (__mmask8)~ok;                                                         \
+        if (W4) {                                                                      \
+            __m256i r = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), ok, f, x, 4); \
+            _mm256_storeu_si256((__m256i *)(void *)((uint32_t *)o + k), r);            \
+        } else {                                                                       \
+            __m512i r = _mm512_mask_i64gather_epi64(zero, ok, f, x, 8);                \
+            _mm512_storeu_si512((void *)((uint64_t *)o + k), r);                        \
+        }                                                                              \
+    }
+
+__attribute__((target("avx512f"))) static int gather512_u32(uint32_t *o, const uint32_t *x,
+                                                            const int64_t *v, int64_t n,
+                                                            int64_t size, int wrap)
+{
+    GATHER512(1)
+    int bad = badm != 0;
+    return bad | (wrap ? scalar_pick_wrap_u32(o + k, x, v + k, n - k, size)
+                       : scalar_pick_u32(o + k, x, v + k, n - k, size));
+}
+
+__attribute__((target("avx512f"))) static int gather512_u64(uint64_t *o, const uint64_t *x,
+                                                            const int64_t *v, int64_t n,
+                                                            int64_t size, int wrap)
+{
+    GATHER512(0)
+    int bad = badm != 0;
+    return bad | (wrap ? scalar_pick_wrap_u64(o + k, x, v + k, n - k, size)
+                       : scalar_pick_u64(o + k, x, v + k, n - k, size));
+}
+
+/* The same with AVX2's four 64-bit lanes (signed compares only). */
+#define GATHER256(W4)                                                                  \
+    __m256i last = _mm256_set1_epi64x(size - 1), zero = _mm256_setzero_si256();        \
+    __m256i sz = _mm256_set1_epi64x(size), acc = zero;                                 \
+    int64_t k = 0;                                                                     \
+    for (; k + 4 <= n; k += 4) {                                                       \
+        __m256i f = _mm256_loadu_si256((const __m256i *)(const void *)(v + k));        \
+        if (wrap) {                                                                    \
+            f = _mm256_add_epi64(f, _mm256_and_si256(_mm256_cmpgt_epi64(zero, f), sz)); \
+        }                                                                              \
+        __m256i badv = _mm256_or_si256(_mm256_cmpgt_epi64(f, last),                    \
+                                       _mm256_cmpgt_epi64(zero, f));                   \
+        acc = _mm256_or_si256(acc, badv);                                              \
+        f = _mm256_andnot_si256(badv, f);                                              \
+        if (W4) {                                                                      \
+            __m128i r = _mm256_i64gather_epi32((const int *)(const void *)x, f, 4);    \
+            _mm_storeu_si128((__m128i *)(void *)((uint32_t *)o + k), r);               \
+        } else {                                                                       \
+            __m256i r = _mm256_i64gather_epi64((const long long *)(const void *)x, f, 8); \
+            _mm256_storeu_si256((__m256i *)(void *)((uint64_t *)o + k), r);            \
+        }                                                                              \
+    }
+
+__attribute__((target("avx2"))) static int gather256_u32(uint32_t *o, const uint32_t *x,
+                                                         const int64_t *v, int64_t n,
+                                                         int64_t size, int wrap)
+{
+    GATHER256(1)
+    int bad = !_mm256_testz_si256(acc, acc);
+    return bad | (wrap ? scalar_pick_wrap_u32(o + k, x, v + k, n - k, size)
+                       : scalar_pick_u32(o + k, x, v + k, n - k, size));
+}
+
+__attribute__((target("avx2"))) static int gather256_u64(uint64_t *o, const uint64_t *x,
+                                                         const int64_t *v, int64_t n,
+                                                         int64_t size, int wrap)
+{
+    GATHER256(0)
+    int bad = !_mm256_testz_si256(acc, acc);
+    return bad | (wrap ? scalar_pick_wrap_u64(o + k, x, v + k, n - k, size)
+                       : scalar_pick_u64(o + k, x, v + k, n - k, size));
+}
+#endif
+
+static int dense_pick_u32(uint32_t *o, const uint32_t *x, const int64_t *v, int64_t n,
+                          int64_t size, int wrap)
+{
+#ifdef HW_GATHER
+    if (__builtin_cpu_supports("avx512f")) {
+        return gather512_u32(o, x, v, n, size, wrap);
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        return gather256_u32(o, x, v, n, size, wrap);
+    }
+#endif
+    return wrap ? scalar_pick_wrap_u32(o, x, v, n, size) : scalar_pick_u32(o, x, v, n, size);
+}
+
+static int dense_pick_u64(uint64_t *o, const uint64_t *x, const int64_t *v, int64_t n,
+                          int64_t size, int wrap)
+{
+#ifdef HW_GATHER
+    if (__builtin_cpu_supports("avx512f")) {
+        return gather512_u64(o, x, v, n, size, wrap);
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        return gather256_u64(o, x, v, n, size, wrap);
+    }
+#endif
+    return wrap ? scalar_pick_wrap_u64(o, x, v, n, size) : scalar_pick_u64(o, x, v, n, size);
+}
+
+static int pick(char *dst, int64_t ds, const char *src, int64_t ss, const int64_t *v,
+                int64_t vs, int64_t n, size_t esz, int64_t size, int wrap)
+{
+    if (size <= 0) {
+        /* An empty source (its data may be NULL): every index is out of
+         * range, and there is no element 0 to read instead. */
+        return n > 0;
+    }
+    int bad = 0;
+    if (ds == (int64_t)esz && ss == 0 && vs == (int64_t)esz) {
+        void *o = dst;
+        const void *x = src;
+        switch (esz) {
+        case 1: return wrap ? dense_pick_wrap_u8(o, x, v, n, size) : dense_pick_u8(o, x, v, n, size);
+        case 2: return wrap ? dense_pick_wrap_u16(o, x, v, n, size) : dense_pick_u16(o, x, v, n, size);
+        case 4: return dense_pick_u32(o, x, v, n, size, wrap);
+        default: return dense_pick_u64(o, x, v, n, size, wrap);
+        }
+    }
+    switch (esz) {
+    case 1: PICK_LOOP(uint8_t); break;
+    case 2: PICK_LOOP(uint16_t); break;
+    case 4: PICK_LOOP(uint32_t); break;
+    default: PICK_LOOP(uint64_t); break;
+    }
+    return bad;
+}
+
+/* A walk over the elements of an index-shaped iteration, split along one
+ * dimension into chunks that run on the pool. */
+typedef struct split_walk {
+    int nops, ndim, split;                   /* split: the dimension chunks divide */
+    int64_t shape[EV_MAX_DIMS];
+    int64_t strides[EV__ITER_MAX_OPS][EV_MAX_DIMS];
+    char *data[EV__ITER_MAX_OPS];            /* borrowed */
+    ev__row_fn row;
+    void *user;
+} split_walk;
+
+static void split_chunk(int64_t lo, int64_t hi, void *ctx)
+{
+    const split_walk *w = ctx;
+    int64_t shape[EV_MAX_DIMS];
+    char *data[EV__ITER_MAX_OPS];
+    memcpy(shape, w->shape, sizeof shape);
+    for (int k = 0; k < w->nops; k++) {
+        data[k] = w->data[k] + (w->ndim ? lo * w->strides[k][w->split] : 0);
+    }
+    if (w->ndim) {
+        shape[w->split] = hi - lo;
+    }
+    ev__iter it;
+    ev__iter_init_raw(&it, w->nops, w->ndim, shape, data, w->strides);
+    ev__iter_rows(&it, w->row, w->user);
+}
+
+/* Runs w over everything: split along w->split when large enough. */
+static void split_run(split_walk *w, int64_t numel)
+{
+    if (w->ndim == 0 || numel < 2 * INDEX_GRAIN) {
+        split_chunk(0, w->ndim ? w->shape[w->split] : 1, w);
+        return;
+    }
+    int64_t len = w->shape[w->split];
+    int64_t per = numel / len; /* elements per slice */
+    int64_t grain = (INDEX_GRAIN + per - 1) / per;
+    ev__parallel_for(len, grain, split_chunk, w);
+}
+
+/* The largest dimension of t other than skip (-1: none), or 0. */
+static int widest_dim(const ev_tensor *t, int skip)
+{
+    int best = -1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (d != skip && (best < 0 || t->shape[d] > t->shape[best])) {
+            best = d;
+        }
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* Per-kernel state the row functions read. */
+typedef struct pick_state {
+    size_t esz;
+    ev_dtype idt;           /* the index's dtype */
+    int64_t size;           /* the indexed extent */
+    int64_t xs;             /* byte stride along the indexed dimension */
+    ev_dtype dt;            /* scatter_add: the elements' dtype */
+    const ev_tensor *x;     /* take of a non-contiguous x: unravelled per element */
+    _Atomic int bad;        /* some chunk met an index out of range */
+} pick_state;
+
+/* --------------------------------------------------------- index_select */
+
+typedef struct select_state {
+    char *O;                /* borrowed */
+    const char *X;
+    size_t row_bytes;       /* bytes of one selected row: inner * esz */
+    int64_t n_idx;
+    const int64_t *v;       /* the checked indices (n_idx) */
+    int64_t xs;             /* x's byte stride along dim */
+    int64_t size;           /* x's size along dim */
+    int outer_nd;           /* x's dimensions before dim */
+    const int64_t *outer_shape, *outer_strides; /* x's, in bytes */
+} select_state;
+
+/* Output rows [lo, hi): row r is outer position r / n_idx, index r % n_idx. */
+static void select_rows(int64_t lo, int64_t hi, void *ctx)
+{
+    const select_state *s = ctx;
+    int64_t r = lo;
+    while (r < hi) {
+        int64_t o = r / s->n_idx, j = r % s->n_idx;
+        int64_t m = s->n_idx - j < hi - r ? s->n_idx - j : hi - r;
+        /* x's offset of outer position o (C order over the outer dims). */
+        int64_t xo = 0;
+        for (int d = s->outer_nd - 1; d >= 0; d--) {
+            xo += (o % s->outer_shape[d]) * s->outer_strides[d];
+            o /= s->outer_shape[d];
+        }
+        const char *X = s->X + xo;
+        char *O = s->O + r * (int64_t)s->row_bytes;
+        const int64_t *v = s->v + j;
+        switch (s->row_bytes) {
+        case 1: case 2: case 4: case 8:
+            pick(O, (int64_t)s->row_bytes, X, 0, v, s->xs, m, s->row_bytes, s->size, 0);
+            break;
+        default:
+            for (int64_t k = 0; k < m; k++) {
+                memcpy(O + k * (int64_t)s->row_bytes, X + v[k] * s->xs, s->row_bytes);
+            }
+        }
+        r += m;
+    }
+}
+
+/* out[..., j, ...] = x[..., index[j], ...] along dim. When x's dimensions
+ * after dim are one contiguous block, each selected block is one memcpy
+ * (elements when dim is the last); otherwise element by element. */
 static int index_select_kernel(void *p, ev_kctx *kc)
 {
     idx_arg *a = p;
@@ -122,23 +503,94 @@ static int index_select_kernel(void *p, ev_kctx *kc)
     size_t esz = ev__dsize(x->dtype);
     int64_t size, xs;
     dim_info(x, a->dim, &size, &xs);
+    int64_t istride = ix->ndim ? ix->strides[0] * (int64_t)ev__dsize(ix->dtype) : 0;
+    char *X = ev__tensor_ptr(x), *O = ev__tensor_ptr(o), *I = ev__tensor_ptr(ix);
+    int64_t n_idx = ix->numel;
+    /* Every index is checked (and widened, when it is not a contiguous int64
+     * run) once, before anything is copied. */
+    int64_t *buf = NULL;
+    const int64_t *v = (const int64_t *)(void *)I;
+    if (!(ix->dtype == EV_INT64 && (istride == 8 || n_idx == 1))) {
+        buf = ev__malloc(sizeof(int64_t) * (size_t)n_idx);
+        if (!buf) {
+            return ev_kctx_fail(kc, EV_ENOMEM, "%s: out of memory for %lld indices", a->name,
+                                (long long)n_idx);
+        }
+        ev__cast_strided(buf, EV_INT64, 8, I, ix->dtype, istride, n_idx);
+        v = buf;
+    }
+    if (any_outside(v, n_idx, 0, (uint64_t)size)) {
+        int64_t bad = 0;
+        for (int64_t j = 0; j < n_idx; j++) {
+            if (v[j] < 0 || v[j] >= size) {
+                bad = v[j];
+                break;
+            }
+        }
+        ev__free(buf);
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)bad, a->dim,
+                            (long long)size);
+    }
+    /* Are x's dimensions after dim one C-contiguous block? */
+    int64_t inner = 1;
+    int contig = 1;
+    for (int d = x->ndim - 1; d > a->dim; d--) {
+        if (x->shape[d] != 1 && x->strides[d] != inner) {
+            contig = 0;
+        }
+        inner *= x->shape[d];
+    }
+    if (contig && x->ndim > 0) {
+        int64_t outer_str[EV_MAX_DIMS];
+        for (int d = 0; d < a->dim; d++) {
+            outer_str[d] = x->strides[d] * (int64_t)esz;
+        }
+        select_state s = {
+            .O = O, .X = X, .row_bytes = (size_t)inner * esz, .n_idx = n_idx, .v = v,
+            .xs = xs, .size = size, .outer_nd = a->dim, .outer_shape = x->shape, .outer_strides = outer_str,
+        };
+        int64_t rows = o->numel / (inner > 0 ? inner : 1);
+        int64_t row_bytes = inner * (int64_t)esz;
+        int64_t gb = x->numel * (int64_t)esz >= COLD_SOURCE_BYTES ? ROWS_GRAIN_BYTES_COLD
+                                                                 : ROWS_GRAIN_BYTES;
+        int64_t grain = row_bytes >= 256 ? (gb + row_bytes - 1) / row_bytes
+                                         : (INDEX_GRAIN + inner - 1) / inner;
+        ev__parallel_for(rows, grain, select_rows, &s);
+        ev__free(buf);
+        return 0;
+    }
     int64_t str[2][EV_MAX_DIMS] = {{0}};
     byte_strides(o, -1, str[0]);
     byte_strides(x, a->dim, str[1]);
-    int64_t istride = ix->ndim ? ix->strides[0] * (int64_t)ev__dsize(ix->dtype) : 0;
-    char *X = ev__tensor_ptr(x), *O = ev__tensor_ptr(o), *I = ev__tensor_ptr(ix);
     int64_t idx[EV_MAX_DIMS] = {0}, off[2] = {0, 0};
     for (int64_t e = 0; e < o->numel; e++) {
         int64_t j = o->ndim ? idx[a->dim] : 0;
-        int64_t v = load_index(I + j * istride, ix->dtype);
-        if (v < 0 || v >= size) {
-            return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
-                                (long long)size);
-        }
-        copy_elem(O + off[0], X + off[1] + v * xs, esz);
+        ev__copy_elem(O + off[0], X + off[1] + v[j] * xs, esz);
         advance(o->ndim, o->shape, idx, 2, (const int64_t(*)[EV_MAX_DIMS])str, off);
     }
+    ev__free(buf);
     return 0;
+}
+
+/* ----------------------------------------------------------------- gather */
+
+/* One row of out, x (stride 0 along dim) and index. */
+static void gather_row(char **p, const int64_t *s, int64_t n, void *user)
+{
+    pick_state *st = user;
+    if (atomic_load_explicit(&st->bad, memory_order_relaxed)) {
+        return;
+    }
+    int64_t buf[IBLOCK];
+    for (int64_t i = 0; i < n; i += IBLOCK) {
+        int64_t m = n - i < IBLOCK ? n - i : IBLOCK;
+        const int64_t *v = index_block(p[2] + i * s[2], st->idt, s[2], m, buf);
+        if (pick(p[0] + i * s[0], s[0], p[1] + i * s[1], s[1], v, st->xs, m, st->esz,
+                 st->size, 0)) {
+            atomic_store_explicit(&st->bad, 1, memory_order_relaxed);
+            return;
+        }
+    }
 }
 
 /* out[i][j][k] = x[i][index[i][j][k]][k] (dim 1); walks index's elements. */
@@ -149,25 +601,72 @@ static int gather_kernel(void *p, ev_kctx *kc)
     if (o->numel == 0) {
         return 0;
     }
-    size_t esz = ev__dsize(x->dtype);
-    int64_t size, xs;
-    dim_info(x, a->dim, &size, &xs);
-    int64_t str[3][EV_MAX_DIMS] = {{0}};
-    byte_strides(o, -1, str[0]);
-    byte_strides(x, a->dim, str[1]);
-    byte_strides(ix, -1, str[2]);
-    char *X = ev__tensor_ptr(x), *O = ev__tensor_ptr(o), *I = ev__tensor_ptr(ix);
-    int64_t idx[EV_MAX_DIMS] = {0}, off[3] = {0, 0, 0};
-    for (int64_t e = 0; e < o->numel; e++) {
-        int64_t v = load_index(I + off[2], ix->dtype);
-        if (v < 0 || v >= size) {
-            return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
-                                (long long)size);
-        }
-        copy_elem(O + off[0], X + off[1] + v * xs, esz);
-        advance(ix->ndim, ix->shape, idx, 3, (const int64_t(*)[EV_MAX_DIMS])str, off);
+    pick_state st = {.esz = ev__dsize(x->dtype), .idt = ix->dtype};
+    dim_info(x, a->dim, &st.size, &st.xs);
+    int64_t v;
+    if (st.size == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim, 0LL);
+    }
+    split_walk w = {
+        .nops = 3, .ndim = ix->ndim, .split = widest_dim(ix, -1), .row = gather_row,
+        .user = &st,
+        .data = {ev__tensor_ptr(o), ev__tensor_ptr(x), ev__tensor_ptr(ix)},
+    };
+    memcpy(w.shape, ix->shape, sizeof(int64_t) * (size_t)ix->ndim);
+    byte_strides(o, -1, w.strides[0]);
+    byte_strides(x, a->dim, w.strides[1]);
+    byte_strides(ix, -1, w.strides[2]);
+    split_run(&w, ix->numel);
+    if (atomic_load(&st.bad) && first_outside(ix, 0, st.size, &v)) {
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
+                            (long long)st.size);
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------- take */
+
+/* One row of out and index. */
+static void take_row(char **p, const int64_t *s, int64_t n, void *user)
+{
+    pick_state *st = user;
+    if (atomic_load_explicit(&st->bad, memory_order_relaxed)) {
+        return;
+    }
+    const ev_tensor *x = st->x;
+    const char *X = ev__tensor_ptr(x);
+    int contig = ev_tensor_is_contiguous(x);
+    int64_t buf[IBLOCK], offs[IBLOCK];
+    for (int64_t i = 0; i < n; i += IBLOCK) {
+        int64_t m = n - i < IBLOCK ? n - i : IBLOCK;
+        const int64_t *v = index_block(p[1] + i * s[1], st->idt, s[1], m, buf);
+        if (contig) {
+            if (pick(p[0] + i * s[0], s[0], X, 0, v, (int64_t)st->esz, m, st->esz, st->size,
+                     1)) {
+                atomic_store_explicit(&st->bad, 1, memory_order_relaxed);
+                return;
+            }
+            continue;
+        }
+        /* A strided x: each flat index (negative ones counting from the
+         * end) is unravelled into a byte offset, once checked. */
+        if (any_outside(v, m, -st->size, 2 * (uint64_t)st->size)) {
+            atomic_store_explicit(&st->bad, 1, memory_order_relaxed);
+            return;
+        }
+        for (int64_t k = 0; k < m; k++) {
+            int64_t flat = v[k] < 0 ? v[k] + st->size : v[k], xo = 0;
+            for (int d = x->ndim - 1; d >= 0; d--) {
+                xo += (flat % x->shape[d]) * x->strides[d];
+                flat /= x->shape[d];
+            }
+            offs[k] = xo * (int64_t)st->esz; /* of any sign */
+        }
+        for (int64_t k = 0; k < m; k++) {
+            ev__copy_elem(p[0] + (i + k) * s[0], X + offs[k], st->esz);
+        }
+    }
 }
 
 /* out[i] = x.flatten()[index[i]], negative indices counting from the end. */
@@ -178,30 +677,98 @@ static int take_kernel(void *p, ev_kctx *kc)
     if (o->numel == 0) {
         return 0;
     }
-    size_t esz = ev__dsize(x->dtype);
-    int64_t str[2][EV_MAX_DIMS] = {{0}};
-    byte_strides(o, -1, str[0]);
-    byte_strides(ix, -1, str[1]);
-    int64_t xstr[EV_MAX_DIMS] = {0};
-    byte_strides(x, -1, xstr);
-    char *X = ev__tensor_ptr(x), *O = ev__tensor_ptr(o), *I = ev__tensor_ptr(ix);
-    int64_t idx[EV_MAX_DIMS] = {0}, off[2] = {0, 0};
-    for (int64_t e = 0; e < o->numel; e++) {
-        int64_t v = load_index(I + off[1], ix->dtype);
-        if (v < -x->numel || v >= x->numel) {
-            return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, 0,
-                                (long long)x->numel);
-        }
-        int64_t flat = v < 0 ? v + x->numel : v, xo = 0;
-        /* Unravel the flat C-order index into x's strides. */
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            xo += (flat % x->shape[d]) * xstr[d];
-            flat /= x->shape[d];
-        }
-        copy_elem(O + off[0], X + xo, esz);
-        advance(ix->ndim, ix->shape, idx, 2, (const int64_t(*)[EV_MAX_DIMS])str, off);
+    pick_state st = {.esz = ev__dsize(x->dtype), .idt = ix->dtype, .size = x->numel, .x = x};
+    int64_t v;
+    if (x->numel == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, 0, 0LL);
+    }
+    split_walk w = {
+        .nops = 2, .ndim = ix->ndim, .split = widest_dim(ix, -1), .row = take_row, .user = &st,
+        .data = {ev__tensor_ptr(o), ev__tensor_ptr(ix)},
+    };
+    memcpy(w.shape, ix->shape, sizeof(int64_t) * (size_t)ix->ndim);
+    byte_strides(o, -1, w.strides[0]);
+    byte_strides(ix, -1, w.strides[1]);
+    split_run(&w, ix->numel);
+    if (atomic_load(&st.bad) && first_outside(ix, -x->numel, x->numel, &v)) {
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, 0,
+                            (long long)x->numel);
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ scatter_add */
+
+/* dst[v[k] * vs + k * ds] += src[k * ss] for n elements of type T; integers
+ * wrap like NumPy's, added unsigned (no signed overflow). */
+#define SCATTER_LOOP(T, UT)                                                          \
+    for (int64_t k = 0; k < n; k++) {                                                \
+        T *d_ = (T *)(void *)(dst + k * ds + v[k] * vs);                             \
+        T s_ = *(const T *)(const void *)(src + k * ss);                             \
+        *d_ = (T)(UT)((UT)*d_ + (UT)s_);                                             \
+    }
+#define SCATTER_LOOP_F(T)                                                            \
+    for (int64_t k = 0; k < n; k++) {                                                \
+        *(T *)(void *)(dst + k * ds + v[k] * vs) += *(const T *)(const void *)(src + k * ss); \
+    }
+
+/* The common case: the line of x along dim and src's line both contiguous,
+ * so x's offset is v[k] elements and src's k. */
+#define SCATTER_DENSE(T, UT)                                                         \
+    do {                                                                             \
+        T *o_ = (T *)(void *)dst;                                                    \
+        const T *s_ = (const T *)(const void *)src;                                  \
+        for (int64_t k = 0; k < n; k++) {                                            \
+            o_[v[k]] = (T)(UT)((UT)o_[v[k]] + (UT)s_[k]);                            \
+        }                                                                            \
+    } while (0)
+
+static void scatter(char *dst, int64_t ds, const char *src, int64_t ss, const int64_t *v,
+                    int64_t vs, int64_t n, ev_dtype dt)
+{
+    if (ds == 0 && ss == vs && vs == (int64_t)ev__dsize(dt)) {
+        switch (dt) {
+        case EV_FLOAT32: SCATTER_DENSE(float, float); return;
+        case EV_FLOAT64: SCATTER_DENSE(double, double); return;
+        case EV_INT32: SCATTER_DENSE(int32_t, uint32_t); return;
+        case EV_INT64: SCATTER_DENSE(int64_t, uint64_t); return;
+        default: break;
+        }
+    }
+    switch (dt) {
+    case EV_BOOL:
+        for (int64_t k = 0; k < n; k++) {
+            *(uint8_t *)(dst + k * ds + v[k] * vs) |= *(const uint8_t *)(src + k * ss);
+        }
+        break;
+    case EV_INT32: SCATTER_LOOP(int32_t, uint32_t); break;
+    case EV_INT64: SCATTER_LOOP(int64_t, uint64_t); break;
+    case EV_UINT8: SCATTER_LOOP(uint8_t, uint8_t); break;
+    case EV_INT8: SCATTER_LOOP(int8_t, uint8_t); break;
+    case EV_INT16: SCATTER_LOOP(int16_t, uint16_t); break;
+    case EV_FLOAT32: SCATTER_LOOP_F(float); break;
+    default: SCATTER_LOOP_F(double); break;
+    }
+}
+
+/* One row of x (stride 0 along dim), src and index. */
+static void scatter_row(char **p, const int64_t *s, int64_t n, void *user)
+{
+    pick_state *st = user;
+    if (atomic_load_explicit(&st->bad, memory_order_relaxed)) {
+        return;
+    }
+    int64_t buf[IBLOCK];
+    for (int64_t i = 0; i < n; i += IBLOCK) {
+        int64_t m = n - i < IBLOCK ? n - i : IBLOCK;
+        const int64_t *v = index_block(p[2] + i * s[2], st->idt, s[2], m, buf);
+        if (any_outside(v, m, 0, (uint64_t)st->size)) {
+            atomic_store_explicit(&st->bad, 1, memory_order_relaxed);
+            return;
+        }
+        scatter(p[0] + i * s[0], s[0], p[1] + i * s[1], s[1], v, st->xs, m, st->dt);
+    }
 }
 
 /* x[i][index[i][j][k]][k] += src[i][j][k] (dim 1), x being a->out. */
@@ -212,43 +779,32 @@ static int scatter_add_kernel(void *p, ev_kctx *kc)
     if (ix->numel == 0) {
         return 0;
     }
-    int64_t size, os;
-    dim_info(o, a->dim, &size, &os);
-    int64_t str[3][EV_MAX_DIMS] = {{0}};
-    byte_strides(o, a->dim, str[0]);
-    byte_strides(s, -1, str[1]);
-    byte_strides(ix, -1, str[2]);
-    char *O = ev__tensor_ptr(o), *S = ev__tensor_ptr(s), *I = ev__tensor_ptr(ix);
-    int64_t idx[EV_MAX_DIMS] = {0}, off[3] = {0, 0, 0};
-    for (int64_t e = 0; e < ix->numel; e++) {
-        int64_t v = load_index(I + off[2], ix->dtype);
-        if (v < 0 || v >= size) {
-            return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
-                                (long long)size);
-        }
-        char *dst = O + off[0] + v * os;
-        const char *src = S + off[1];
-        switch (o->dtype) {
-        case EV_BOOL: *(uint8_t *)dst |= *(const uint8_t *)src; break;
-        case EV_INT32: {
-            /* Wraps like NumPy, computed unsigned (no signed overflow). */
-            uint32_t sum = (uint32_t)*(int32_t *)dst + (uint32_t)*(const int32_t *)src;
-            *(int32_t *)dst = (int32_t)sum;
-            break;
-        }
-        case EV_INT64: {
-            uint64_t sum = (uint64_t)*(int64_t *)dst + (uint64_t)*(const int64_t *)src;
-            *(int64_t *)dst = (int64_t)sum;
-            break;
-        }
-        /* The narrow integers: added in int, wrapped by the conversion. */
-        case EV_UINT8: *(uint8_t *)dst = (uint8_t)(*(uint8_t *)dst + *(const uint8_t *)src); break;
-        case EV_INT8: *(int8_t *)dst = (int8_t)(*(int8_t *)dst + *(const int8_t *)src); break;
-        case EV_INT16: *(int16_t *)dst = (int16_t)(*(int16_t *)dst + *(const int16_t *)src); break;
-        case EV_FLOAT32: *(float *)dst += *(const float *)src; break;
-        default: *(double *)dst += *(const double *)src; break;
-        }
-        advance(ix->ndim, ix->shape, idx, 3, (const int64_t(*)[EV_MAX_DIMS])str, off);
+    pick_state st = {.esz = ev__dsize(o->dtype), .idt = ix->dtype, .dt = o->dtype};
+    dim_info(o, a->dim, &st.size, &st.xs);
+    int64_t v;
+    if (st.size == 0 && first_outside(ix, 0, 0, &v)) {
+        /* x is empty (its data may be NULL): every index is out of range. */
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim, 0LL);
+    }
+    /* Chunks split a dimension other than dim: they add into disjoint parts
+     * of x. A 1-d (or 0-d) index has none and runs whole. */
+    int split = widest_dim(ix, a->dim);
+    split_walk w = {
+        .nops = 3, .ndim = ix->ndim, .split = split, .row = scatter_row, .user = &st,
+        .data = {ev__tensor_ptr(o), ev__tensor_ptr(s), ev__tensor_ptr(ix)},
+    };
+    memcpy(w.shape, ix->shape, sizeof(int64_t) * (size_t)ix->ndim);
+    byte_strides(o, a->dim, w.strides[0]);
+    byte_strides(s, -1, w.strides[1]);
+    byte_strides(ix, -1, w.strides[2]);
+    if (ix->ndim <= 1) {
+        split_chunk(0, ix->ndim ? ix->shape[0] : 1, &w);
+    } else {
+        split_run(&w, ix->numel);
+    }
+    if (atomic_load(&st.bad) && first_outside(ix, 0, st.size, &v)) {
+        return ev_kctx_fail(kc, EV_EINDEX, OOB_FMT, a->name, (long long)v, a->dim,
+                            (long long)st.size);
     }
     return 0;
 }

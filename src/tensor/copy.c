@@ -1,7 +1,15 @@
 /* Copies between tensors of any layout and dtype (copy_, contiguous), fill_,
  * and the host transfers (from_host, to_host, the sync point). */
+/* GCC's -O2 cost model leaves the fill and tile loops scalar. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
 #include <stdio.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "tensor/tensor-impl.h"
 
@@ -26,15 +34,250 @@ static void copy_row(char **p, const int64_t *s, int64_t n, void *user)
     ev__cast_strided(p[0], dt[0], s[0], p[1], dt[1], s[1], n);
 }
 
+/* Bytes written below which a copy or fill runs on its worker alone: the
+ * hand-off to the pool costs more than it saves on what fits in L2 (a copy
+ * of 512 KiB took 10 us alone, 16-25 us split in two). */
+#define COPY_GRAIN_BYTES ((int64_t)1 << 20)
+/* A transposing copy moves fewer bytes a microsecond: its chunks can be
+ * smaller. */
+#define TRANSPOSE_GRAIN_BYTES ((int64_t)1 << 18)
+
+/* The edge of a transposing copy's square tiles, in elements: a tile's source
+ * lines (TILE of them, TILE elements each) stay in L1 while its destination
+ * lines are written whole. */
+#define TILE 32
+
+/* dst[i * ds + j] = src[i + j * ss] over an n x m block of elements of type
+ * T (strides in elements): dst walks along its rows, src down its columns,
+ * tile by tile. */
+#define TRANSPOSE_LOOP(T)                                                              \
+    do {                                                                               \
+        T *d_ = (T *)(void *)dst;                                                      \
+        const T *s_ = (const T *)(const void *)src;                                    \
+        for (int64_t i0 = 0; i0 < n; i0 += TILE) {                                     \
+            int64_t ie = i0 + TILE < n ? i0 + TILE : n;                                \
+            for (int64_t j0 = 0; j0 < m; j0 += TILE) {                                 \
+                int64_t je = j0 + TILE < m ? j0 + TILE : m;                            \
+                for (int64_t i = i0; i < ie; i++) {                                    \
+                    for (int64_t j = j0; j < je; j++) {                                \
+                        d_[i * ds + j] = s_[i + j * ss];                               \
+                    }                                                                  \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
+#ifdef __SSE2__
+/* TRANSPOSE_LOOP for 4-byte elements, in 4 x 4 blocks of SSE registers
+ * (four loads, eight shuffles, four stores for 16 elements, where the scalar
+ * loop makes 16 loads and 16 stores); the ragged edges element by element. */
+static void transpose_block4(float *d, int64_t ds, const float *s, int64_t ss, int64_t n,
+                             int64_t m)
+{
+    for (int64_t i0 = 0; i0 < n; i0 += TILE) {
+        int64_t ie = i0 + TILE < n ? i0 + TILE : n;
+        for (int64_t j0 = 0; j0 < m; j0 += TILE) {
+            int64_t je = j0 + TILE < m ? j0 + TILE : m;
+            int64_t i = i0;
+            for (; i + 4 <= ie; i += 4) {
+                int64_t j = j0;
+                for (; j + 4 <= je; j += 4) {
+                    __m128 r0 = _mm_loadu_ps(s + i + j * ss);
+                    __m128 r1 = _mm_loadu_ps(s + i + (j + 1) * ss);
+                    __m128 r2 = _mm_loadu_ps(s + i + (j + 2) * ss);
+                    __m128 r3 = _mm_loadu_ps(s + i + (j + 3) * ss);
+                    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                    _mm_storeu_ps(d + i * ds + j, r0);
+                    _mm_storeu_ps(d + (i + 1) * ds + j, r1);
+                    _mm_storeu_ps(d + (i + 2) * ds + j, r2);
+                    _mm_storeu_ps(d + (i + 3) * ds + j, r3);
+                }
+                for (; j < je; j++) {
+                    for (int64_t k = 0; k < 4; k++) {
+                        d[(i + k) * ds + j] = s[i + k + j * ss];
+                    }
+                }
+            }
+            for (; i < ie; i++) {
+                for (int64_t j = j0; j < je; j++) {
+                    d[i * ds + j] = s[i + j * ss];
+                }
+            }
+        }
+    }
+}
+
+/* The same for 8-byte elements in 2 x 2 blocks (two loads, two unpacks,
+ * two stores for 4 elements). */
+static void transpose_block8(double *d, int64_t ds, const double *s, int64_t ss, int64_t n,
+                             int64_t m)
+{
+    for (int64_t i0 = 0; i0 < n; i0 += TILE) {
+        int64_t ie = i0 + TILE < n ? i0 + TILE : n;
+        for (int64_t j0 = 0; j0 < m; j0 += TILE) {
+            int64_t je = j0 + TILE < m ? j0 + TILE : m;
+            int64_t i = i0;
+            for (; i + 2 <= ie; i += 2) {
+                int64_t j = j0;
+                for (; j + 2 <= je; j += 2) {
+                    __m128d r0 = _mm_loadu_pd(s + i + j * ss);
+                    __m128d r1 = _mm_loadu_pd(s + i + (j + 1) * ss);
+                    _mm_storeu_pd(d + i * ds + j, _mm_unpacklo_pd(r0, r1));
+                    _mm_storeu_pd(d + (i + 1) * ds + j, _mm_unpackhi_pd(r0, r1));
+                }
+                for (; j < je; j++) {
+                    d[i * ds + j] = s[i + j * ss];
+                    d[(i + 1) * ds + j] = s[i + 1 + j * ss];
+                }
+            }
+            for (; i < ie; i++) {
+                for (int64_t j = j0; j < je; j++) {
+                    d[i * ds + j] = s[i + j * ss];
+                }
+            }
+        }
+    }
+}
+#endif
+
+void ev__transpose_block(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
+                         int64_t m, size_t esz)
+{
+    switch (esz) {
+    case 1: TRANSPOSE_LOOP(uint8_t); break;
+    case 2: TRANSPOSE_LOOP(uint16_t); break;
+#ifdef __SSE2__
+    /* Moved as floats and doubles: bits pass through loads, shuffles and
+     * stores as they are (no arithmetic touches them). */
+    case 4: transpose_block4((float *)(void *)dst, ds, (const float *)(const void *)src, ss, n, m); break;
+#else
+    case 4: TRANSPOSE_LOOP(uint32_t); break;
+#endif
+#ifdef __SSE2__
+    default: transpose_block8((double *)(void *)dst, ds, (const double *)(const void *)src, ss, n, m); break;
+#else
+    default: TRANSPOSE_LOOP(uint64_t); break;
+#endif
+    }
+}
+
+/* A copy between two layouts, cut along the iterator's outermost dimension
+ * into chunks for the pool. */
+typedef struct copy_job {
+    ev__iter it;
+    ev_dtype dt[2];
+    int tdim;        /* transposing: the iterator dimension along which src is
+                        contiguous (dst is along dimension 0); else -1 */
+} copy_job;
+
+/* The operands' offsets of the position pos, in C order, over every
+ * iterator dimension but 0 and skip. */
+static void outer_offsets(const ev__iter *it, int skip, int64_t pos, int64_t *off)
+{
+    off[0] = off[1] = 0;
+    for (int d = 1; d < it->ndim; d++) {
+        if (d == skip) {
+            continue;
+        }
+        int64_t i = pos % it->shape[d];
+        pos /= it->shape[d];
+        off[0] += i * it->strides[0][d];
+        off[1] += i * it->strides[1][d];
+    }
+}
+
+/* Slices [lo, hi) along the iterator's outermost dimension. */
+/* A transposing copy that converts: blocks of src transposed into a buffer
+ * in src's dtype, then converted into dst's rows (contiguous both sides). */
+#define CAST_BLOCK_ROWS 32
+#define CAST_BLOCK_COLS 128
+
+static void transpose_cast(const ev__iter *it, int tdim, const ev_dtype *dt, char *dst,
+                           const char *src)
+{
+    _Alignas(64) char buf[CAST_BLOCK_ROWS * CAST_BLOCK_COLS * 8];
+    int64_t de = (int64_t)ev__dsize(dt[0]), se = (int64_t)ev__dsize(dt[1]);
+    int64_t n = it->shape[tdim], m = it->shape[0];
+    int64_t ds = it->strides[0][tdim], ss = it->strides[1][0] / se; /* bytes; elements */
+    for (int64_t i0 = 0; i0 < n; i0 += CAST_BLOCK_ROWS) {
+        int64_t ni = n - i0 < CAST_BLOCK_ROWS ? n - i0 : CAST_BLOCK_ROWS;
+        for (int64_t j0 = 0; j0 < m; j0 += CAST_BLOCK_COLS) {
+            int64_t mj = m - j0 < CAST_BLOCK_COLS ? m - j0 : CAST_BLOCK_COLS;
+            ev__transpose_block(buf, CAST_BLOCK_COLS, src + (i0 + j0 * ss) * se, ss, ni, mj,
+                                (size_t)se);
+            for (int64_t i = 0; i < ni; i++) {
+                ev__cast_strided(dst + (i0 + i) * ds + j0 * de, dt[0], de,
+                                 buf + i * CAST_BLOCK_COLS * se, dt[1], se, mj);
+            }
+        }
+    }
+}
+
+static void copy_chunk(int64_t lo, int64_t hi, void *ctx)
+{
+    const copy_job *j = ctx;
+    ev__iter it = j->it;
+    int top = it.ndim - 1;
+    for (int k = 0; k < it.nops; k++) {
+        it.data[k] += lo * it.strides[k][top];
+    }
+    it.numel = it.numel / it.shape[top] * (hi - lo);
+    it.shape[top] = hi - lo;
+    if (j->tdim < 0) {
+        ev__iter_rows(&it, copy_row, (void *)j->dt);
+        return;
+    }
+    /* Tiles over dimensions 0 and tdim, for every position of the others. */
+    size_t esz = ev__dsize(j->dt[0]);
+    int64_t rest = it.numel / (it.shape[0] * it.shape[j->tdim]);
+    for (int64_t q = 0; q < rest; q++) {
+        int64_t off[2];
+        outer_offsets(&it, j->tdim, q, off);
+        if (j->dt[0] == j->dt[1]) {
+            ev__transpose_block(it.data[0] + off[0], it.strides[0][j->tdim] / (int64_t)esz,
+                                it.data[1] + off[1], it.strides[1][0] / (int64_t)esz,
+                                it.shape[j->tdim], it.shape[0], esz);
+        } else {
+            transpose_cast(&it, j->tdim, j->dt, it.data[0] + off[0], it.data[1] + off[1]);
+        }
+    }
+}
+
+/* The iterator dimension (not 0) along which src is contiguous when dst is
+ * contiguous along dimension 0 and src is not: a copy that transposes. -1
+ * otherwise. The strides used must be whole elements and positive. */
+static int transpose_dim(const ev__iter *it, ev_dtype dd, ev_dtype sd)
+{
+    int64_t de = (int64_t)ev__dsize(dd), se = (int64_t)ev__dsize(sd);
+    if (it->ndim < 2 || it->strides[0][0] != de || it->strides[1][0] == se ||
+        it->strides[1][0] <= 0 || it->strides[1][0] % se != 0) {
+        return -1;
+    }
+    for (int d = 1; d < it->ndim; d++) {
+        if (it->strides[1][d] == se && it->strides[0][d] > 0 && it->strides[0][d] % de == 0) {
+            return d;
+        }
+    }
+    return -1;
+}
+
 static int copy_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
     copy_arg *a = p;
     ev_tensor *ops[2] = {a->dst, a->src};
-    ev_dtype dt[2] = {a->dst->dtype, a->src->dtype};
-    ev__iter it;
-    ev__iter_init(&it, 2, ops);
-    ev__iter_rows(&it, copy_row, dt);
+    copy_job j = {.dt = {a->dst->dtype, a->src->dtype}};
+    ev__iter_init(&j.it, 2, ops);
+    if (j.it.numel == 0) {
+        return 0;
+    }
+    j.tdim = transpose_dim(&j.it, j.dt[0], j.dt[1]);
+    int64_t len = j.it.shape[j.it.ndim - 1];
+    int64_t per = j.it.numel / len * (int64_t)ev__dsize(j.dt[0]); /* bytes a slice writes */
+    int64_t grain_bytes = j.tdim >= 0 ? TRANSPOSE_GRAIN_BYTES : COPY_GRAIN_BYTES;
+    /* (The pool's chunks are multiples of 64 slices: when they cut along
+     * tdim, each still holds whole tiles.) */
+    ev__parallel_for(len, (grain_bytes + per - 1) / per, copy_chunk, &j);
     return 0;
 }
 
@@ -133,19 +376,83 @@ static void fill_drop(void *p)
     ev_tensor_unref(((fill_arg *)p)->t);
 }
 
+/* dst[i * ds] = value (esz bytes) for n elements: memset for zeros, else a
+ * store loop of the element's width, which vectorizes when contiguous. */
+#define FILL_LOOP(T)                                                                   \
+    do {                                                                               \
+        T v_;                                                                          \
+        memcpy(&v_, value, sizeof v_);                                                 \
+        if (ds == (int64_t)sizeof(T)) {                                                \
+            T *d_ = (T *)(void *)dst;                                                  \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                d_[i] = v_;                                                            \
+            }                                                                          \
+        } else {                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                          \
+                memcpy(dst + i * ds, &v_, sizeof v_);                                  \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
+/* Built for AVX2 and AVX-512 too (as the ops' loops, see EV__SIMD_CLONES in
+ * src/ops/ops-impl.h): the baseline stores 16 bytes a step, memset 64. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define FILL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FILL_CLONES
+#endif
+
+FILL_CLONES static void fill_run(char *dst, int64_t ds, const unsigned char *value, int64_t n,
+                                 size_t esz)
+{
+    static const unsigned char zero[8];
+    if (ds == (int64_t)esz && memcmp(value, zero, esz) == 0) {
+        memset(dst, 0, (size_t)n * esz);
+        return;
+    }
+    switch (esz) {
+    case 1: FILL_LOOP(uint8_t); break;
+    case 2: FILL_LOOP(uint16_t); break;
+    case 4: FILL_LOOP(uint32_t); break;
+    default: FILL_LOOP(uint64_t); break;
+    }
+}
+
 static void fill_row(char **p, const int64_t *s, int64_t n, void *user)
 {
     fill_arg *a = user;
-    ev__cast_strided(p[0], a->t->dtype, s[0], a->value, a->t->dtype, 0, n);
+    fill_run(p[0], s[0], a->value, n, ev__dsize(a->t->dtype));
+}
+
+typedef struct fill_job {
+    ev__iter it;
+    fill_arg *a;
+} fill_job;
+
+/* Slices [lo, hi) along the iterator's outermost dimension. */
+static void fill_chunk(int64_t lo, int64_t hi, void *ctx)
+{
+    const fill_job *j = ctx;
+    ev__iter it = j->it;
+    int top = it.ndim - 1;
+    it.data[0] += lo * it.strides[0][top];
+    it.numel = it.numel / it.shape[top] * (hi - lo);
+    it.shape[top] = hi - lo;
+    ev__iter_rows(&it, fill_row, j->a);
 }
 
 static int fill_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
-    fill_arg *a = p;
-    ev__iter it;
-    ev__iter_init(&it, 1, &a->t);
-    ev__iter_rows(&it, fill_row, a);
+    fill_job j = {.a = p};
+    ev__iter_init(&j.it, 1, &j.a->t);
+    if (j.it.numel == 0) {
+        return 0;
+    }
+    int64_t len = j.it.shape[j.it.ndim - 1];
+    int64_t per = j.it.numel / len * (int64_t)ev__dsize(j.a->t->dtype);
+    ev__parallel_for(len, (COPY_GRAIN_BYTES + per - 1) / per, fill_chunk, &j);
     return 0;
 }
 

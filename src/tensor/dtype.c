@@ -198,13 +198,26 @@ ev_dtype ev__smallest_int(void)
         EV__CAST_LOOP(ROW_T, ROW_KIND, ROW_FT, ROW_FMIN, ctype, kind); \
         break;
 
+/* The conversion loops are built for the baseline x86-64 and again for AVX2
+ * and AVX-512, as the ops' loops are (EV__SIMD_CLONES in src/ops/ops-impl.h,
+ * the same conditions): the baseline has no vector conversion between float
+ * and int64, so float32 -> int64 ran scalar at half NumPy's speed. Every
+ * conversion here is exact or IEEE-rounded, so each build gives the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define CAST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CAST_CLONES
+#endif
+
 /* One function per destination dtype, switching on the source dtype. The
  * rows are spelled out (not generated from EV_DTYPE_MAP) because the
  * preprocessor cannot nest a list inside itself; the static assert below
  * makes a new dtype add its row here. ROW_FT and ROW_FMIN matter only for
  * integer rows (see EV__CAST_LOOP). */
 #define EV__CAST_ROW(fname)                                                           \
-    static void fname(void *dst, int64_t ds, const void *src, ev_dtype sd, int64_t ss, \
+    CAST_CLONES static void fname(void *dst, int64_t ds, const void *src, ev_dtype sd, int64_t ss, \
                       int64_t n)                                                      \
     {                                                                                 \
         switch (sd) {                                                                 \

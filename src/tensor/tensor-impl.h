@@ -211,6 +211,12 @@ int ev__broadcast_to(const char *fn, ev_tensor *t, int ndim, const int64_t *shap
  * No checks beyond broadcasting; used by ev_copy_, contiguous and reshape. */
 int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src);
 
+/* Copies an n x m block of elements of esz bytes (1, 2, 4 or 8): row i of
+ * dst (rows ds elements apart, each contiguous) is column i of src (columns
+ * ss elements apart, each contiguous), in cache-sized tiles (copy.c). */
+void ev__transpose_block(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
+                         int64_t m, size_t esz);
+
 /* ---------------------------------------------------------------- iterator */
 
 #define EV__ITER_MAX_OPS 4

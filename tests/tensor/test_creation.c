@@ -287,12 +287,73 @@ static void test_derived_shape_too_big(void)
     ev_tensor_unref(one);
 }
 
+/* Sequences long enough to be written in chunks on the pool: each element
+ * as the formula gives it wherever its chunk starts. */
+static void test_long_sequences(void)
+{
+    int64_t n = 1000003;
+    ev_tensor *t;
+    CHECK_OK(ev_arange(&EX, ev_scalar_int(5), ev_scalar_int(5 - 3 * n), ev_scalar_int(-3),
+                       EV_INT64, &t));
+    int64_t *iv = malloc(sizeof(int64_t) * (size_t)n);
+    CHECK_EQ(ev_tensor_numel(t), n);
+    CHECK_OK(ev_to_host(&EX, t, iv));
+    for (int64_t i = 0; i < n; i++) {
+        CHECK_EQ(iv[i], 5 - 3 * i);
+    }
+    ev_tensor_unref(t);
+    /* int16 wraps as a cast does. */
+    CHECK_OK(ev_arange(&EX, ev_scalar_int(0), ev_scalar_int(n), ev_scalar_int(1), EV_INT16, &t));
+    int16_t *sv = malloc(sizeof(int16_t) * (size_t)n);
+    CHECK_OK(ev_to_host(&EX, t, sv));
+    for (int64_t i = 0; i < n; i++) {
+        CHECK_EQ(sv[i], (int16_t)(uint16_t)i);
+    }
+    ev_tensor_unref(t);
+    free(sv);
+    double *dv = malloc(sizeof(double) * (size_t)n);
+    CHECK_OK(ev_arange(&EX, ev_scalar_float(0.5), ev_scalar_float(0.5 + 0.25 * (double)n),
+                       ev_scalar_float(0.25), EV_FLOAT64, &t));
+    CHECK_EQ(ev_tensor_numel(t), n);
+    CHECK_OK(ev_to_host(&EX, t, dv));
+    for (int64_t i = 0; i < n; i++) {
+        CHECK(dv[i] == 0.5 + (double)i * 0.25);
+    }
+    ev_tensor_unref(t);
+    CHECK_OK(ev_linspace(&EX, -1.0, 2.0, n, EV_FLOAT32, &t));
+    float *fv = malloc(sizeof(float) * (size_t)n);
+    CHECK_OK(ev_to_host(&EX, t, fv));
+    double step = 3.0 / (double)(n - 1);
+    for (int64_t i = 0; i < n - 1; i++) {
+        CHECK(fv[i] == (float)(-1.0 + (double)i * step));
+    }
+    CHECK(fv[n - 1] == 2.0f);
+    ev_tensor_unref(t);
+    free(fv);
+    free(dv);
+    free(iv);
+    /* eye, wider and taller than square, in rows split over the pool. */
+    const int64_t dims[2][2] = {{700, 1500}, {1500, 700}};
+    for (int k = 0; k < 2; k++) {
+        int64_t r = dims[k][0], c = dims[k][1];
+        CHECK_OK(ev_eye(&EX, r, c, EV_INT32, &t));
+        int32_t *e = malloc(sizeof(int32_t) * (size_t)(r * c));
+        CHECK_OK(ev_to_host(&EX, t, e));
+        for (int64_t i = 0; i < r * c; i++) {
+            CHECK_EQ(e[i], i / c == i % c);
+        }
+        free(e);
+        ev_tensor_unref(t);
+    }
+}
+
 int main(void)
 {
     test_setup();
     RUN_TEST(test_full_family);
     RUN_TEST(test_arange);
     RUN_TEST(test_linspace_eye);
+    RUN_TEST(test_long_sequences);
     RUN_TEST(test_copy);
     RUN_TEST(test_host_roundtrip);
     RUN_TEST(test_kernel_failure_reported);

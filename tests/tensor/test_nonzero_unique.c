@@ -90,6 +90,28 @@ static void test_nonzero(void)
     ev_tensor_unref(row);
 }
 
+/* Large enough for the result rows to be split over the pool (chunks that
+ * start inside a row of x), with runs of zeros spanning whole rows. */
+static void test_nonzero_large(void)
+{
+    const int64_t shapes[3][3] = {{200, 300, 7}, {3, 1, 100000}, {100000, 3, 1}};
+    for (int k = 0; k < 3; k++) {
+        int64_t n = shapes[k][0] * shapes[k][1] * shapes[k][2];
+        double *v = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t block = i / 5000;
+            v[i] = block % 3 == 1 ? 0 : (i * 2654435761u) % 5 == 0 ? 0 : 1;
+        }
+        ev_tensor *x = tensor_from(EV_FLOAT32, 3, shapes[k], v), *xt;
+        check_nonzero(x);
+        CHECK_OK(ev_transpose(x, 0, 2, &xt));
+        check_nonzero(xt);
+        ev_tensor_unref(xt);
+        ev_tensor_unref(x);
+        free(v);
+    }
+}
+
 static void test_nonzero_zero_size_and_0d(void)
 {
     ev_tensor *x, *y;
@@ -424,6 +446,7 @@ int main(void)
 {
     test_setup();
     RUN_TEST(test_nonzero);
+    RUN_TEST(test_nonzero_large);
     RUN_TEST(test_nonzero_zero_size_and_0d);
     RUN_TEST(test_unique);
     RUN_TEST(test_unique_nan_zeros_extremes);
