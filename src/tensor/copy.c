@@ -281,6 +281,39 @@ static int copy_kernel(void *p, ev_kctx *kc)
     return 0;
 }
 
+/* A copy between two contiguous tensors of one shape: only pointers travel,
+ * as dense elementwise ops do (src/ops/elementwise.c). The engine keeps both
+ * storages until the instruction has run, so the tensors are dropped on the
+ * issuing thread: an output the program drops at once (clone(x), cat, a
+ * cast) then leaves its block to the next large op of the stream (stream-
+ * ordered reuse) instead of holding it until the worker gets there. */
+typedef struct dense_copy_arg {
+    char *dst;
+    const char *src;
+    int64_t numel;
+    ev_dtype ddt, sdt;
+} dense_copy_arg;
+
+static void dense_copy_chunk(int64_t lo, int64_t hi, void *p)
+{
+    const dense_copy_arg *a = p;
+    int64_t ds = (int64_t)ev__dsize(a->ddt), ss = (int64_t)ev__dsize(a->sdt);
+    if (a->ddt == a->sdt) {
+        memmove(a->dst + lo * ds, a->src + lo * ss, (size_t)((hi - lo) * ds));
+    } else {
+        ev__cast_strided(a->dst + lo * ds, a->ddt, ds, a->src + lo * ss, a->sdt, ss, hi - lo);
+    }
+}
+
+static int dense_copy_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    dense_copy_arg *a = p;
+    int64_t per = (int64_t)ev__dsize(a->ddt);
+    ev__parallel_for(a->numel, (COPY_GRAIN_BYTES + per - 1) / per, dense_copy_chunk, a);
+    return 0;
+}
+
 int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src)
 {
     copy_arg a;
@@ -289,6 +322,13 @@ int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src
         return rc;
     }
     a.dst = ev_tensor_ref(dst);
+    if (dst->numel > 0 && ev_tensor_is_contiguous(dst) && ev_tensor_is_contiguous(a.src)) {
+        dense_copy_arg d = {ev__tensor_ptr(dst), ev__tensor_ptr(a.src), dst->numel, dst->dtype,
+                            a.src->dtype};
+        rc = ev__submit(ex, name, dense_copy_kernel, &d, sizeof d, NULL, &a.src, 1, &a.dst, 1);
+        copy_drop(&a);
+        return rc;
+    }
     return ev__submit(ex, name, copy_kernel, &a, sizeof a, copy_drop, &a.src, 1, &a.dst, 1);
 }
 
@@ -456,6 +496,28 @@ static int fill_kernel(void *p, ev_kctx *kc)
     return 0;
 }
 
+typedef struct dense_fill_arg {
+    char *dst;
+    int64_t numel;
+    size_t esz;
+    _Alignas(8) unsigned char value[8];
+} dense_fill_arg;
+
+static void dense_fill_chunk(int64_t lo, int64_t hi, void *p)
+{
+    const dense_fill_arg *a = p;
+    fill_run(a->dst + lo * (int64_t)a->esz, (int64_t)a->esz, a->value, hi - lo, a->esz);
+}
+
+static int dense_fill_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    dense_fill_arg *a = p;
+    int64_t per = (int64_t)a->esz;
+    ev__parallel_for(a->numel, (COPY_GRAIN_BYTES + per - 1) / per, dense_fill_chunk, a);
+    return 0;
+}
+
 int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
 {
     int rc;
@@ -470,6 +532,14 @@ int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
     memset(&a, 0, sizeof a);
     a.t = ev_tensor_ref(t);
     ev__scalar_store(t->dtype, value, a.value);
+    if (t->numel > 0 && ev_tensor_is_contiguous(t)) {
+        /* Pointers only, the tensor dropped here: see dense_copy_arg. */
+        dense_fill_arg d = {ev__tensor_ptr(t), t->numel, ev__dsize(t->dtype), {0}};
+        memcpy(d.value, a.value, sizeof d.value);
+        rc = ev__submit(ex, "fill_", dense_fill_kernel, &d, sizeof d, NULL, NULL, 0, &a.t, 1);
+        fill_drop(&a);
+        return rc;
+    }
     return ev__submit(ex, "fill_", fill_kernel, &a, sizeof a, fill_drop, NULL, 0, &a.t, 1);
 }
 

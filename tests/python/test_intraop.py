@@ -96,6 +96,28 @@ def test_large_chain_reuses_memory_while_queued():
     assert np.all(y.numpy() == 200)
 
 
+@pytest.mark.parametrize("op", ["clone", "cast", "cat", "ones_like", "fill_"])
+def test_dropped_copies_reuse_memory_while_queued(op):
+    """Copies and fills of contiguous tensors (clone, a cast, cat, the
+    *_like creations, fill_) whose results are dropped at once leave their
+    blocks to the next op of the stream, as elementwise results do, and
+    the values are right."""
+    x = ev.ones(N)
+    ev.synchronize()
+    m = ev.ones(2048, 2048)
+    busy = m @ m                        # keeps the worker busy meanwhile
+    make = {"clone": lambda: ev.clone(x), "cast": lambda: ev.cast(x, ev.float64),
+            "cat": lambda: ev.cat([x, x]), "ones_like": lambda: ev.ones_like(x),
+            "fill_": lambda: ev.empty(N).fill_(1.0)}[op]
+    s0 = ev._C._stats()
+    for _ in range(50):
+        r = make()
+    s1 = ev._C._stats()
+    assert s1["alloc_stream_reuses"] - s0["alloc_stream_reuses"] >= 25
+    del busy
+    assert np.all(r.numpy() == 1)
+
+
 def test_large_ops_alone_use_every_thread():
     x, y = ev.ones(N), ev.ones(N)
     m = ev.ones(1024, 1024)
