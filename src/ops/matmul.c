@@ -344,10 +344,13 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     if (!out) {
         return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
     }
+    /* The shapes are formatted only for an error message (a tiny matmul
+     * would spend a tenth of its time printing them). */
     char sa[EV__SHAPE_STR_SIZE], sb[EV__SHAPE_STR_SIZE];
-    ev__shape_str(a->ndim, a->shape, sa, sizeof sa);
-    ev__shape_str(b->ndim, b->shape, sb, sizeof sb);
+#define SHAPES() (ev__shape_str(a->ndim, a->shape, sa, sizeof sa), \
+                  ev__shape_str(b->ndim, b->shape, sb, sizeof sb))
     if (a->ndim == 0 || b->ndim == 0) {
+        SHAPES();
         return ev__set_message(EV_EINVAL, "%s: operands must be at least 1-d (shapes %s and "
                                "%s); use mul for scalars", name, sa, sb);
     }
@@ -367,6 +370,7 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     int64_t kb = b1d ? b->shape[0] : b->shape[b->ndim - 2];
     int64_t m = b1d ? 1 : b->shape[b->ndim - 1];
     if (k != kb) {
+        SHAPES();
         return ev__set_message(EV_EINVAL, "%s: shapes %s and %s are not aligned: dimension "
                                "%lld of a (size %lld) != dimension %d of b (size %lld)",
                                name, sa, sb, (long long)(a->ndim - 1), (long long)k,
@@ -376,6 +380,7 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     int64_t shape[EV_MAX_DIMS];
     if (ev_broadcast_shapes(a1d ? 0 : a->ndim - 2, a->shape, b1d ? 0 : b->ndim - 2, b->shape,
                             &nd, shape) != 0) {
+        SHAPES();
         return ev__set_message(EV_EINVAL, "%s: the batch dimensions of shapes %s and %s cannot "
                                "be broadcast together", name, sa, sb);
     }
@@ -385,6 +390,7 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     if (!b1d) {
         shape[nd++] = m;
     }
+#undef SHAPES
     if (nd > EV_MAX_DIMS) {
         return ev__set_message(EV_EINVAL, "%s: result would have more than %d dimensions", name,
                                EV_MAX_DIMS);

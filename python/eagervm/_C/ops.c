@@ -620,16 +620,18 @@ PyObject *evpy_contiguous_fn(evpy_state *st, int code, PyObject *const *args,
     ev_tensor *x;
     ev_exec ex;
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
-        !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
+        !(x = evpy_need_tensor(fn, a[0]))) {
+        return NULL;
+    }
+    if (!code && ev_tensor_is_contiguous(x)) {
+        /* Already contiguous: the input itself, as PyTorch's (no new object). */
+        return Py_NewRef(a[0]);
+    }
+    if (evpy_exec(&ex) != 0) {
         return NULL;
     }
     ev_tensor *out;
     int rc = code ? ev_cast(&ex, x, ev_tensor_dtype(x), &out) : ev_contiguous(&ex, x, &out);
-    if (rc == 0 && out == x) {
-        /* Already contiguous: the input itself, as PyTorch's (no new object). */
-        ev_tensor_unref(out);
-        return Py_NewRef(a[0]);
-    }
     return evpy_finish(st, rc, out);
 }
 
