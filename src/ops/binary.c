@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ops/ops-impl.h"
+#include "ops/vmath.h"
 
 /* ------------------------------------------------------------------ loops */
 
@@ -180,7 +181,7 @@ FLOAT_HELPERS(f64, double, fmod, floor, copysign)
 #define MOD_I(T, U, S) mod_##S(x, y)
 #define MOD_F(T, S) fmod_py_##S(x, y)
 #define POW_I(T, U, S) ipow_##S(x, y, &ctx->err)
-#define POW_F32(T, S) powf(x, y)
+#define POW_F32(T, S) pow_f32(x, y)
 #define POW_F64(T, S) pow(x, y)
 #define MAX_I(T, U, S) (x > y ? x : y)
 #define MIN_I(T, U, S) (x < y ? x : y)
@@ -202,7 +203,8 @@ LOOPS_FLOAT(floor_divide, FDIV_F)
 LOOPS_INT(remainder, MOD_I)
 LOOPS_FLOAT(remainder, MOD_F)
 LOOPS_INT(pow, POW_I)
-BIN_LOOP(pow_general_float32, float, float, POW_F32(float, f32))
+/* Compute-bound: built for AVX2 and AVX-512 too. */
+EV__SIMD_CLONES BIN_LOOP(pow_general_float32, float, float, POW_F32(float, f32))
 BIN_LOOP(pow_general_float64, double, double, POW_F64(double, f64))
 
 /* x ** 2 (a run whose exponents are all 2, as a broadcast Python scalar
@@ -252,16 +254,16 @@ LOOPS_FLOAT(minimum, MIN_F)
         }                                            \
         return d;                                    \
     }
-LOGADDEXP_HELPER(f32, float, expf, log1pf, 0.693147180559945309f)
 LOGADDEXP_HELPER(f64, double, exp, log1p, 0.693147180559945309)
-#define ATAN2_F(T, S) (sizeof(T) == 4 ? atan2f((float)x, (float)y) : atan2(x, y))
-#define HYPOT_F(T, S) (sizeof(T) == 4 ? hypotf((float)x, (float)y) : hypot(x, y))
-#define COPYSIGN_F(T, S) (sizeof(T) == 4 ? copysignf((float)x, (float)y) : copysign(x, y))
-#define LOGADDEXP_F(T, S) logaddexp_##S(x, y)
-LOOPS_FLOAT(atan2, ATAN2_F)
-LOOPS_FLOAT(hypot, HYPOT_F)
-LOOPS_FLOAT(copysign, COPYSIGN_F)
-LOOPS_FLOAT(logaddexp, LOGADDEXP_F)
+/* float32 by vmath.h (vectorized, compute-bound: cloned), float64 by libm. */
+EV__SIMD_CLONES BIN_LOOP(atan2_float32, float, float, atan2_f32(x, y))
+BIN_LOOP(atan2_float64, double, double, atan2(x, y))
+EV__SIMD_CLONES BIN_LOOP(hypot_float32, float, float, hypot_f32(x, y))
+BIN_LOOP(hypot_float64, double, double, hypot(x, y))
+BIN_LOOP(copysign_float32, float, float, copysignf(x, y))
+BIN_LOOP(copysign_float64, double, double, copysign(x, y))
+EV__SIMD_CLONES BIN_LOOP(logaddexp_float32, float, float, logaddexp_f32(x, y))
+BIN_LOOP(logaddexp_float64, double, double, logaddexp_f64(x, y))
 
 /* Comparisons: every dtype in, bool out. */
 #define CMP_LOOPS(op, OPR)                                      \

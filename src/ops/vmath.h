@@ -21,6 +21,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Always inlined: into each SIMD clone of the caller (so the clone's ISA
+ * applies) and into loops GCC would otherwise leave calling them (a call
+ * stops vectorization). */
+#if defined(__GNUC__)
+#define VM_INLINE static inline __attribute__((always_inline))
+#else
+#define VM_INLINE static inline
+#endif
+
 /* float32 exp that GCC vectorizes (expf is a call per element, which left
  * ours behind NumPy's SIMD exp): exp(x) = 2^k exp(r) with k = round(x /
  * ln 2), r = x - k ln 2 in two parts, exp(r) by Cephes' degree-6
@@ -28,7 +37,7 @@
  * the double cores below). 2^k is made from exponent bits in two halves so
  * that overflow gives inf and results below FLT_MIN come out subnormal. NaN
  * passes through the clamps (comparisons with NaN are false). */
-static inline float pow2i_f32(int32_t k) /* k in [-126, 127] */
+VM_INLINE float pow2i_f32(int32_t k) /* k in [-126, 127] */
 {
     uint32_t bits = (uint32_t)(k + 127) << 23;
     float f;
@@ -36,7 +45,7 @@ static inline float pow2i_f32(int32_t k) /* k in [-126, 127] */
     return f;
 }
 
-static inline float exp_f32(float x)
+VM_INLINE float exp_f32(float x)
 {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -104.0f ? -104.0f : xc;
@@ -58,7 +67,7 @@ static inline float exp_f32(float x)
  * in [sqrt(1/2), sqrt(2)), log(m) by Cephes' polynomial in m - 1, and the
  * special cases (negative, zero, inf, NaN; subnormals are scaled first)
  * chosen by selects at the end. */
-static inline float log_f32(float x)
+VM_INLINE float log_f32(float x)
 {
     int sub = x < 1.17549435e-38f; /* FLT_MIN: scale subnormals into range */
     float xs = sub ? x * 8388608.0f : x;
@@ -90,7 +99,7 @@ static inline float log_f32(float x)
  * and one selected. Within 1.5 ulp, in float: a double form (em / (em + 2)
  * with em = e^(2x) - 1) is correctly rounded but 70% slower, which left
  * tanh behind NumPy's. */
-static inline float tanh_f32(float x)
+VM_INLINE float tanh_f32(float x)
 {
     float ax = x < 0.0f ? -x : x;
     float z = x * x;
@@ -116,7 +125,7 @@ static inline float tanh_f32(float x)
  * of 33 bits, so that n C1 and n C2 are exact for |n| < 2^20: r keeps full
  * relative precision even next to a multiple of pi/2. sin r by Taylor to
  * r^17 (truncation 4e-14 at pi/2). */
-static inline int vm_trig_huge(float x)
+VM_INLINE int vm_trig_huge(float x)
 {
     float ax = x < 0.0f ? -x : x;
     return ax >= 0x1p18f && ax <= 3.40282347e38f; /* finite: inf/NaN stay fast */
@@ -124,14 +133,14 @@ static inline int vm_trig_huge(float x)
 
 /* rint(t) for |t| < 2^51 and the low bits of the integer (in *lo), by the
  * 1.5 * 2^52 trick: no conversion, so NaN and inf need no guard. */
-static inline double vm_rint_bits(double t, uint64_t *lo)
+VM_INLINE double vm_rint_bits(double t, uint64_t *lo)
 {
     double big = t + 0x1.8p52;
     memcpy(lo, &big, sizeof *lo);
     return big - 0x1.8p52;
 }
 
-static inline double vm_sin_poly(double r)
+VM_INLINE double vm_sin_poly(double r)
 {
     double z = r * r;
     double p = ((((((2.8114572543455206e-15 * z - 7.647163731819816e-13) * z +
@@ -143,7 +152,7 @@ static inline double vm_sin_poly(double r)
 
 /* r = d - n pi/2, then +-sin r; neg_bit: the bit of n's integer bits that
  * flips the sign. */
-static inline float vm_trig_finish(double d, double n, uint64_t nbits, uint64_t neg_bit)
+VM_INLINE float vm_trig_finish(double d, double n, uint64_t nbits, uint64_t neg_bit)
 {
     double r = d - n * 0x1.921fb54400000p+0;
     r = r - n * 0x1.0b4611a600000p-34;
@@ -153,7 +162,7 @@ static inline float vm_trig_finish(double d, double n, uint64_t nbits, uint64_t 
     return (float)s;
 }
 
-static inline float sin_f32_bounded(float x)
+VM_INLINE float sin_f32_bounded(float x)
 {
     double d = x;
     uint64_t kb;
@@ -162,7 +171,7 @@ static inline float sin_f32_bounded(float x)
     return x == 0.0f ? x : r; /* keeps -0 */
 }
 
-static inline float cos_f32_bounded(float x)
+VM_INLINE float cos_f32_bounded(float x)
 {
     double d = x;
     uint64_t kb;
@@ -177,14 +186,8 @@ static inline float cos_f32_bounded(float x)
  * that o may be a (in place) and the loop still vectorizes without alias
  * checks. */
 #define VM_BLOCK 256
-/* Inlined into each SIMD clone of the caller, so the clone's ISA applies. */
-#if defined(__GNUC__)
-#define VM_ARRAY_INLINE static inline __attribute__((always_inline))
-#else
-#define VM_ARRAY_INLINE static inline
-#endif
 #define VM_BLOCKED_ARRAY(name, FAST, NEEDS_SLOW, SLOW)                         \
-    VM_ARRAY_INLINE void name(float *o, const float *a, int64_t n)             \
+    VM_INLINE void name(float *o, const float *a, int64_t n)             \
     {                                                                          \
         float buf[VM_BLOCK];                                                   \
         for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {                         \
@@ -206,12 +209,12 @@ static inline float cos_f32_bounded(float x)
         }                                                                      \
     }
 
-static inline float vm_sin_libm(float x)
+VM_INLINE float vm_sin_libm(float x)
 {
     return (float)sin((double)x);
 }
 
-static inline float vm_cos_libm(float x)
+VM_INLINE float vm_cos_libm(float x)
 {
     return (float)cos((double)x);
 }
@@ -227,7 +230,7 @@ VM_BLOCKED_ARRAY(cos_f32_n, cos_f32_bounded, vm_trig_huge, vm_cos_libm)
 
 /* 2^k from the integer bits kb of k + 1.5 * 2^52 (vm_rint_bits), for k in
  * [-1022, 1023]: built from exponent bits, no conversion. */
-static inline double vm_pow2_from_bits(uint64_t kb)
+VM_INLINE double vm_pow2_from_bits(uint64_t kb)
 {
     uint64_t b = (kb - 0x4338000000000000ull + 1023u) << 52;
     double f;
@@ -236,7 +239,7 @@ static inline double vm_pow2_from_bits(uint64_t kb)
 }
 
 /* e^r - 1 for |r| <= 0.35 by Taylor to r^11 (relative error 2e-14). */
-static inline double vm_expm1_small(double r)
+VM_INLINE double vm_expm1_small(double r)
 {
     double p = ((((((((2.505210838544172e-08 * r + 2.755731922398589e-07) * r +
                        2.7557319223985893e-06) * r + 2.48015873015873e-05) * r +
@@ -249,7 +252,7 @@ static inline double vm_expm1_small(double r)
 /* e^t = s (1 + q) with s = 2^k, k = rint(t / ln 2), q = e^r - 1 and r = t -
  * k ln 2 (ln 2 in two parts, the first exact in k ln2_hi); |t| <= 700, NaN
  * gives NaN in q. */
-static inline void vm_exp_split(double t, double *s, double *q)
+VM_INLINE void vm_exp_split(double t, double *s, double *q)
 {
     uint64_t kb;
     double k = vm_rint_bits(t * 1.4426950408889634, &kb);
@@ -259,7 +262,7 @@ static inline void vm_exp_split(double t, double *s, double *q)
     *q = vm_expm1_small(r);
 }
 
-static inline double vm_exp_d(double t) /* |t| <= 700 */
+VM_INLINE double vm_exp_d(double t) /* |t| <= 700 */
 {
     double s, q;
     vm_exp_split(t, &s, &q);
@@ -267,7 +270,7 @@ static inline double vm_exp_d(double t) /* |t| <= 700 */
 }
 
 /* e^t - 1 with full relative precision near 0: s q + (s - 1). */
-static inline double vm_expm1_d(double t) /* |t| <= 700 */
+VM_INLINE double vm_expm1_d(double t) /* |t| <= 700 */
 {
     double s, q;
     vm_exp_split(t, &s, &q);
@@ -278,7 +281,7 @@ static inline double vm_expm1_d(double t) /* |t| <= 700 */
  * [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with s = (m - 1) / (m + 1) by its
  * series to s^21 (|s| <= 0.172: relative error 1e-16, so pow can take y log
  * x from it), e ln 2 in two parts. */
-static inline double vm_log_d(double u)
+VM_INLINE double vm_log_d(double u)
 {
     uint64_t b;
     memcpy(&b, &u, sizeof b);
@@ -305,7 +308,7 @@ static inline double vm_log_d(double u)
 
 /* log(1 + t) for t > -1 finite: u = 1 + t rounded, and the rounding's
  * first-order correction (t - (u - 1)) / u. */
-static inline double vm_log1p_d(double t)
+VM_INLINE double vm_log1p_d(double t)
 {
     double u = 1.0 + t;
     double c = (t - (u - 1.0)) / u;
@@ -315,7 +318,7 @@ static inline double vm_log1p_d(double t)
 /* atan t for t >= 0 (inf and NaN included): t's nearest of tan(j pi/8), j =
  * 0..4 (tan(pi/2) by -1/t), moves the argument to |v| <= tan(pi/16) =
  * 0.199, where the series to v^17 has relative error 4e-13. */
-static inline double vm_atan_d(double t)
+VM_INLINE double vm_atan_d(double t)
 {
     double j = t >= 0.198912367379658 ? 1.0 : 0.0;
     j += t >= 0.6681786379192989 ? 1.0 : 0.0;
@@ -336,7 +339,7 @@ static inline double vm_atan_d(double t)
 
 /* erfc z = e^(-z^2) g(z) for z in [0.5, 12], g = erfcx by a degree-15 fit in
  * u = (z - 2) / (z + 2) (relative error 8e-13). */
-static inline double vm_erfc_big(double z)
+VM_INLINE double vm_erfc_big(double z)
 {
     double u = (z - 2.0) / (z + 2.0);
     double g = ((((((((((((((-1.6345646288463508e-07 * u + 3.1086656068871475e-06) * u +
@@ -351,7 +354,7 @@ static inline double vm_erfc_big(double z)
 }
 
 /* erf z for |z| <= 0.5 by its series to z^21 (relative error 1e-14). */
-static inline double vm_erf_small(double z)
+VM_INLINE double vm_erf_small(double z)
 {
     double w = z * z;
     double p = (((((((((1.4807192815879218e-08 * w - 1.6365844691234924e-07) * w +
@@ -364,7 +367,7 @@ static inline double vm_erf_small(double z)
 
 /* erfc z for any z (NaN gives NaN): |z| < 0.5 by 1 - erf, else e^(-z^2) g,
  * reflected (2 - erfc |z|) for negative z. */
-static inline double vm_erfc_d(double z)
+VM_INLINE double vm_erfc_d(double z)
 {
     double a = z < 0.0 ? -z : z;
     double ac = a > 12.0 ? 12.0 : a;
@@ -382,7 +385,7 @@ static inline double vm_erfc_d(double z)
  * and are within 0.501 ulp unless said otherwise. */
 
 /* 2^x: k = rint(x), 2^(x - k) = e^((x - k) ln 2), exact x - k. */
-static inline float exp2_f32(float x)
+VM_INLINE float exp2_f32(float x)
 {
     double d = x;
     d = d > 130.0 ? 130.0 : d; /* NaN passes the clamps */
@@ -394,7 +397,7 @@ static inline float exp2_f32(float x)
     return (float)(s + s * q);
 }
 
-static inline float expm1_f32(float x)
+VM_INLINE float expm1_f32(float x)
 {
     double d = x;
     d = d > 100.0 ? 100.0 : d;
@@ -404,29 +407,29 @@ static inline float expm1_f32(float x)
 }
 
 /* The log family: specials by selects (0: -inf, negative: NaN, +inf: inf). */
-static inline float vm_log_specials(float x, float r)
+VM_INLINE float vm_log_specials(float x, float r)
 {
     r = x == 0.0f ? -INFINITY : r;
     r = x == INFINITY ? INFINITY : r;
     return x < 0.0f || x != x ? NAN : r;
 }
 
-static inline double vm_log_arg(float x) /* a positive normal double for any x */
+VM_INLINE double vm_log_arg(float x) /* a positive normal double for any x */
 {
     return x > 0.0f && x <= 3.40282347e38f ? (double)x : 1.0;
 }
 
-static inline float log2_f32(float x)
+VM_INLINE float log2_f32(float x)
 {
     return vm_log_specials(x, (float)(vm_log_d(vm_log_arg(x)) * 1.4426950408889634));
 }
 
-static inline float log10_f32(float x)
+VM_INLINE float log10_f32(float x)
 {
     return vm_log_specials(x, (float)(vm_log_d(vm_log_arg(x)) * 0.4342944819032518));
 }
 
-static inline float log1p_f32(float x)
+VM_INLINE float log1p_f32(float x)
 {
     double t = x > -1.0f && x <= 3.40282347e38f ? (double)x : 0.0;
     float r = (float)vm_log1p_d(t);
@@ -436,7 +439,7 @@ static inline float log1p_f32(float x)
     return x == 0.0f ? x : r;
 }
 
-static inline float sinh_f32(float x)
+VM_INLINE float sinh_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     a = a > 100.0 ? 100.0 : a;
@@ -446,7 +449,7 @@ static inline float sinh_f32(float x)
     return x == 0.0f ? x : (float)r;
 }
 
-static inline float cosh_f32(float x)
+VM_INLINE float cosh_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     a = a > 100.0 ? 100.0 : a;
@@ -454,7 +457,7 @@ static inline float cosh_f32(float x)
     return (float)(0.5 * (e + 1.0 / e));
 }
 
-static inline float sigmoid_f32(float x)
+VM_INLINE float sigmoid_f32(float x)
 {
     double t = -(double)x;
     t = t > 200.0 ? 200.0 : t;
@@ -462,7 +465,7 @@ static inline float sigmoid_f32(float x)
     return (float)(1.0 / (1.0 + vm_exp_d(t)));
 }
 
-static inline float erf_f32(float x)
+VM_INLINE float erf_f32(float x)
 {
     double d = x;
     double a = d < 0.0 ? -d : d;
@@ -476,13 +479,13 @@ static inline float erf_f32(float x)
 
 /* gelu x = x/2 erfc(-x / sqrt 2), which keeps its relative precision where
  * 1 + erf would cancel (negative x). */
-static inline float gelu_f32(float x)
+VM_INLINE float gelu_f32(float x)
 {
     double d = x;
     return (float)(0.5 * d * vm_erfc_d(d * -0.7071067811865476));
 }
 
-static inline float atan_f32(float x)
+VM_INLINE float atan_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     double r = vm_atan_d(a);
@@ -491,7 +494,7 @@ static inline float atan_f32(float x)
 }
 
 /* asin x = atan(|x| / sqrt(1 - x^2)), 1 - x^2 as (1 - |x|)(1 + |x|), exact. */
-static inline float asin_f32(float x)
+VM_INLINE float asin_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     double r = vm_atan_d(a / sqrt((1.0 - a) * (1.0 + a)));
@@ -501,7 +504,7 @@ static inline float asin_f32(float x)
 }
 
 /* acos x = 2 atan(sqrt((1 - x) / (1 + x))); |x| > 1 makes the root NaN. */
-static inline float acos_f32(float x)
+VM_INLINE float acos_f32(float x)
 {
     double d = x;
     double r = 2.0 * vm_atan_d(sqrt((1.0 - d) / (1.0 + d)));
@@ -509,7 +512,7 @@ static inline float acos_f32(float x)
 }
 
 /* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), x^2 exact in double. */
-static inline float asinh_f32(float x)
+VM_INLINE float asinh_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     double ac = a > 1e300 ? 1.0 : a; /* inf: selected below */
@@ -521,7 +524,7 @@ static inline float asinh_f32(float x)
 }
 
 /* acosh x = log1p((x - 1) + sqrt((x - 1)(x + 1))) for x >= 1. */
-static inline float acosh_f32(float x)
+VM_INLINE float acosh_f32(float x)
 {
     double d = x >= 1.0f && x <= 3.40282347e38f ? (double)x : 1.0;
     double xm = d - 1.0;
@@ -531,7 +534,7 @@ static inline float acosh_f32(float x)
 }
 
 /* atanh |x| = log1p(2|x| / (1 - |x|)) / 2. */
-static inline float atanh_f32(float x)
+VM_INLINE float atanh_f32(float x)
 {
     double a = x < 0.0f ? -(double)x : (double)x;
     double ac = a < 1.0 ? a : 0.5;
@@ -545,7 +548,7 @@ static inline float atanh_f32(float x)
 /* tan on the bounded range of sin_f32_bounded: x = n pi/2 + r with |r| <=
  * pi/4, tan = sin r / cos r for even n and -cos r / sin r for odd n, both
  * by Taylor (to r^13 and r^14). */
-static inline float tan_f32_bounded(float x)
+VM_INLINE float tan_f32_bounded(float x)
 {
     double d = x;
     uint64_t nb;
@@ -568,7 +571,7 @@ static inline float tan_f32_bounded(float x)
     return x == 0.0f ? x : t;
 }
 
-static inline float vm_tan_libm(float x)
+VM_INLINE float vm_tan_libm(float x)
 {
     return (float)tan((double)x);
 }
@@ -578,7 +581,7 @@ VM_BLOCKED_ARRAY(tan_f32_n, tan_f32_bounded, vm_trig_huge, vm_tan_libm)
 
 /* ------------------------------------------------------------ binary */
 
-static inline float hypot_f32(float x, float y)
+VM_INLINE float hypot_f32(float x, float y)
 {
     double dx = x, dy = y;
     float r = (float)sqrt(dx * dx + dy * dy); /* squares exact, one rounding */
@@ -587,7 +590,7 @@ static inline float hypot_f32(float x, float y)
 
 /* atan2 as C99: the angle of (x, y) from atan(|y| / |x|) (or |x| / |y|,
  * whichever is at most 1: both infinite give pi/4), then the quadrant. */
-static inline float atan2_f32(float y, float x)
+VM_INLINE float atan2_f32(float y, float x)
 {
     double ay = y < 0.0f ? -(double)y : (double)y;
     double ax = x < 0.0f ? -(double)x : (double)x;
@@ -609,7 +612,7 @@ static inline float atan2_f32(float y, float x)
  * included) x + log 2, as NumPy. Within 0.501 ulp but where the two terms
  * cancel (results within 1e-7 of 0, from arguments near -log 2): there
  * the error is up to 3e-16 absolute. */
-static inline float logaddexp_f32(float x, float y)
+VM_INLINE float logaddexp_f32(float x, float y)
 {
     double dx = x, dy = y;
     double m = dx > dy ? dx : dy;
@@ -623,15 +626,16 @@ static inline float logaddexp_f32(float x, float y)
 /* x^y as C99's powf: e^(y log|x|) in double (y log|x| to 1e-16 relative,
  * so within 0.501 ulp), the sign from an odd integer y, and Annex F's
  * special cases by selects. */
-static inline float pow_f32(float x, float y)
+VM_INLINE float pow_f32(float x, float y)
 {
     double dx = x, dy = y;
     double ax = dx < 0.0 ? -dx : dx;
     double ay = dy < 0.0 ? -dy : dy;
     uint64_t yb;
     double yr = vm_rint_bits(ay < 0x1p30 ? dy : 0.0, &yb);
-    int yint = ay >= 0x1p24 || yr == dy; /* floats from 2^24 up are even integers */
-    int yodd = ay < 0x1p24 && yr == dy && (yb & 1);
+    /* Floats from 2^24 up are even integers. */
+    double ysign = ay < 0x1p24 && yr == dy && (yb & 1) ? -1.0 : 1.0; /* -1: odd integer */
+    int ynonint = ay < 0x1p24 && yr != dy;
     double lx = vm_log_d(ax > 0.0 && ax < 1e300 ? ax : 1.0);
     double t = dy * lx;
     t = t > 200.0 ? 200.0 : t;
@@ -644,10 +648,9 @@ static inline float pow_f32(float x, float y)
     double yinf = (ax < 1.0) == (dy < 0.0) ? INFINITY : 0.0;
     yinf = ax == 1.0 ? 1.0 : yinf;
     r = ay > 1e300 ? yinf : r;
-    r = dx < 0.0 && yodd ? -r : r;
-    /* -0 and -inf keep the sign for odd y, as the negative finite x do. */
-    r = x == 0.0f && signbit(x) && yodd ? -r : r;
-    r = dx < 0.0 && ax < 1e300 && !yint && ay < 1e300 ? NAN : r;
+    /* Negative x, -0 and -inf included, keep the sign for odd y. */
+    r = signbit(x) ? r * ysign : r;
+    r = dx < 0.0 && ax < 1e300 && ynonint ? NAN : r;
     r = x != x || y != y ? NAN : r;
     r = y == 0.0f || x == 1.0f ? 1.0 : r;
     return (float)r;
