@@ -40,6 +40,14 @@ EV__SIMD_CLONES static void sqrt_arr(float *o, const float *a, int64_t n)
     }
 }
 
+/* unary.c's rsqrt: two correctly rounded steps, within 1.5 ulp. */
+EV__SIMD_CLONES static void rsqrt_arr(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = 1.0f / sqrtf(a[i]);
+    }
+}
+
 EV__SIMD_CLONES static void sin_arr(float *o, const float *a, int64_t n)
 {
     sin_f32_n(o, a, n);
@@ -310,6 +318,11 @@ static double ref_sqrt(double x)
     return sqrt(x);
 }
 
+static double ref_rsqrt(double x)
+{
+    return 1.0 / sqrt(x);
+}
+
 static double ref_sigmoid(double x)
 {
     return 1.0 / (1.0 + exp(-x));
@@ -322,6 +335,7 @@ static double ref_gelu(double x)
 
 static const ucase unary_cases[] = {
     {"sqrt", sqrt_arr, ref_sqrt, 0.5},
+    {"rsqrt", rsqrt_arr, ref_rsqrt, 1.5},
     {"sin", sin_arr, sin, 0.501},
     {"cos", cos_arr, cos, 0.501},
     {"exp", exp_arr, exp, 1.0},
