@@ -8,15 +8,14 @@
  * Most functions compute in double from the float argument: a short
  * polynomial there (relative error near 1e-12) rounded once to float is
  * correctly rounded but for results within about 1e-4 ulp of a tie, with no
- * cancellation or overflow to guard against in the float range. exp, log,
- * tanh, exp2, log2, log10, atan, asin and acos, where NumPy's SIMD forms
- * are fastest, work in float (16 lanes on AVX-512, not 8) within 0.8 to
- * 2.0 ulp. Each
- * function's comment gives its error bound in ulp of the float result
- * against the exact value (0.5 is correctly rounded); tests/tensor/
- * test_vmath.c checks every bound over a dense sample of all float32 bit
- * patterns. Special values (NaN, infinities, signed zeros, subnormals)
- * give what glibc's float functions give. */
+ * cancellation or overflow to guard against in the float range. exp,
+ * log, tanh, exp2, log2, log10, log1p, atan, asin and acos, where NumPy's
+ * SIMD forms are fastest, work in float (16 lanes on AVX-512, not 8)
+ * within 0.8 to 2.0 ulp. Each function's comment gives its error bound in
+ * ulp of the float result against the exact value (0.5 is correctly
+ * rounded); tests/tensor/test_vmath.c checks every bound over a dense
+ * sample of all float32 bit patterns. Special values (NaN, infinities,
+ * signed zeros, subnormals) give what glibc's float functions give. */
 #ifndef EV_OPS_VMATH_H
 #define EV_OPS_VMATH_H
 
@@ -472,10 +471,21 @@ VM_INLINE float log10_f32(float x)
     return vm_log_specials_f32(x, (float)r);
 }
 
+/* log1p in float (within 0.9 ulp, twice as fast as the double form): u =
+ * 1 + x rounded, log u by log_f32's reduction with the rounding's
+ * first-order correction (x - (u - 1)) / u added to its small part. */
 VM_INLINE float log1p_f32(float x)
 {
-    double t = x > -1.0f && x <= 3.40282347e38f ? (double)x : 0.0;
-    float r = (float)vm_log1p_d(t);
+    float xc = x > -1.0f && x <= 3.40282347e38f ? x : 0.0f;
+    float u = 1.0f + xc;
+    float c = (xc - (u - 1.0f)) / u;
+    float t, z, ef;
+    float y = vm_log_reduce_f32(u, &t, &z, &ef);
+    y += c;
+    y += -2.12194440e-4f * ef;
+    y += -0.5f * z;
+    float r = t + y;
+    r += 0.693359375f * ef;
     r = x == -1.0f ? -INFINITY : r;
     r = x == INFINITY ? INFINITY : r;
     r = x < -1.0f || x != x ? NAN : r;
