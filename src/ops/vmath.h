@@ -207,7 +207,7 @@ VM_INLINE float cos_f32_bounded(float x)
  * checks. */
 #define VM_BLOCK 256
 #define VM_BLOCKED_ARRAY(name, FAST, NEEDS_SLOW, SLOW)                         \
-    VM_INLINE void name(float *o, const float *a, int64_t n)             \
+    VM_INLINE void name(float *o, const float *a, int64_t n)                   \
     {                                                                          \
         float buf[VM_BLOCK];                                                   \
         for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {                         \
