@@ -97,7 +97,6 @@ typedef void (*arr2_fn)(float *o, const float *a, const float *b, int64_t n);
 ELEMENTWISE2(atan2_arr, atan2_f32)
 ELEMENTWISE2(hypot_arr, hypot_f32)
 ELEMENTWISE2(logaddexp_arr, logaddexp_f32)
-ELEMENTWISE2(pow_arr, pow_f32)
 
 /* ------------------------------------------------------------ the check */
 
@@ -302,7 +301,6 @@ static const bcase binary_cases[] = {
     {"atan2", atan2_arr, atan2, 0.501},
     {"hypot", hypot_arr, hypot, 0.501},
     {"logaddexp", logaddexp_arr, ref_logaddexp, 0.501},
-    {"pow", pow_arr, pow, 0.501},
 };
 
 static void test_binary(void)
