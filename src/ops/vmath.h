@@ -9,9 +9,9 @@
  * polynomial there (relative error near 1e-12) rounded once to float is
  * correctly rounded but for results within about 1e-4 ulp of a tie, with no
  * cancellation or overflow to guard against in the float range. exp,
- * log, tanh, exp2, log2, log10, log1p, atan, asin and acos, where NumPy's
- * SIMD forms are fastest, work in float (16 lanes on AVX-512, not 8)
- * within 0.8 to 2.0 ulp. Each function's comment gives its error bound in
+ * log, tanh, sigmoid, exp2, log2, log10, log1p, atan, asin and acos, where
+ * NumPy's SIMD forms are fastest, work in float (16 lanes on AVX-512, not
+ * 8) within 0.8 to 2.0 ulp. Each function's comment gives its error bound in
  * ulp of the float result against the exact value (0.5 is correctly
  * rounded); tests/tensor/test_vmath.c checks every bound over a dense
  * sample of all float32 bit patterns. Special values (NaN, infinities,
@@ -495,12 +495,16 @@ VM_INLINE float cosh_f32(float x)
     return (float)(0.5 * (e + 1.0 / e));
 }
 
+/* sigmoid in float from e = e^(-|x|), which never overflows: 1 / (1 + e)
+ * for x >= 0, e / (1 + e) below (down to the subnormal results), that
+ * quotient in double. Within 1.5 ulp (1.48 over every float in (-104,
+ * 20)) at 1.4 times the speed of the correctly rounded double form. */
 VM_INLINE float sigmoid_f32(float x)
 {
-    double t = -(double)x;
-    t = t > 200.0 ? 200.0 : t;
-    t = t < -200.0 ? -200.0 : t;
-    return (float)(1.0 / (1.0 + vm_exp_d(t)));
+    float e = exp_f32(x < 0.0f ? x : -x);
+    double ed = e;
+    float r = (float)((x < 0.0f ? ed : 1.0) / (1.0 + ed)); /* one rounding after e's */
+    return x != x ? x : r;
 }
 
 VM_INLINE float erf_f32(float x)
