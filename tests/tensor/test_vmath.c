@@ -1,0 +1,379 @@
+/* The float32 functions of src/ops/vmath.h, which the unary and binary
+ * kernels use, against libm in double: over a dense sample of all float32
+ * bit patterns (every STRIDE-th, offset so that every low bit varies) plus
+ * special values, each function's largest error in ulp of the float result
+ * must stay within the bound its comment in vmath.h documents, and NaN,
+ * infinities and signed zeros must come out as the reference has them.
+ * The loops here are compiled as the kernels' are (same pragma, same SIMD
+ * clones), so the vectorized code is what is checked. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", \
+                     "fp-contract=off")
+#endif
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops-impl.h"
+#include "ops/vmath.h"
+#include "test.h"
+
+typedef void (*arr_fn)(float *o, const float *a, int64_t n);
+
+/* An array loop over a scalar function of vmath.h, built like a kernel. */
+#define ELEMENTWISE(name, F)                                    \
+    EV__SIMD_CLONES                                             \
+    static void name(float *o, const float *a, int64_t n)       \
+    {                                                           \
+        for (int64_t i = 0; i < n; i++) {                       \
+            o[i] = F(a[i]);                                     \
+        }                                                       \
+    }
+
+EV__SIMD_CLONES static void sqrt_arr(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = sqrtf(a[i]);
+    }
+}
+
+/* unary.c's rsqrt: two correctly rounded steps, within 1.5 ulp. */
+EV__SIMD_CLONES static void rsqrt_arr(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = 1.0f / sqrtf(a[i]);
+    }
+}
+
+EV__SIMD_CLONES static void sin_arr(float *o, const float *a, int64_t n)
+{
+    sin_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void cos_arr(float *o, const float *a, int64_t n)
+{
+    cos_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void tan_arr(float *o, const float *a, int64_t n)
+{
+    tan_f32_n(o, a, n);
+}
+
+ELEMENTWISE(exp_arr, exp_f32)
+ELEMENTWISE(log_arr, log_f32)
+ELEMENTWISE(tanh_arr, tanh_f32)
+ELEMENTWISE(exp2_arr, exp2_f32)
+ELEMENTWISE(expm1_arr, expm1_f32)
+ELEMENTWISE(log2_arr, log2_f32)
+ELEMENTWISE(log10_arr, log10_f32)
+ELEMENTWISE(log1p_arr, log1p_f32)
+ELEMENTWISE(sinh_arr, sinh_f32)
+ELEMENTWISE(cosh_arr, cosh_f32)
+ELEMENTWISE(sigmoid_arr, sigmoid_f32)
+ELEMENTWISE(erf_arr, erf_f32)
+ELEMENTWISE(gelu_arr, gelu_f32)
+ELEMENTWISE(atan_arr, atan_f32)
+ELEMENTWISE(asin_arr, asin_f32)
+ELEMENTWISE(acos_arr, acos_f32)
+ELEMENTWISE(asinh_arr, asinh_f32)
+ELEMENTWISE(acosh_arr, acosh_f32)
+ELEMENTWISE(atanh_arr, atanh_f32)
+
+typedef void (*arr2_fn)(float *o, const float *a, const float *b, int64_t n);
+
+#define ELEMENTWISE2(name, F)                                                \
+    EV__SIMD_CLONES                                                          \
+    static void name(float *o, const float *a, const float *b, int64_t n)    \
+    {                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                    \
+            o[i] = F(a[i], b[i]);                                            \
+        }                                                                    \
+    }
+
+ELEMENTWISE2(atan2_arr, atan2_f32)
+ELEMENTWISE2(hypot_arr, hypot_f32)
+ELEMENTWISE2(logaddexp_arr, logaddexp_f32)
+
+/* ------------------------------------------------------------ the check */
+
+/* The error of got in ulp of the float32 result against ref (exact but for
+ * double rounding), or INFINITY where got's class is wrong: NaN for a
+ * number or the reverse, a finite value for an overflow, a zero of the
+ * wrong sign. */
+static double ulp_error(float got, double ref)
+{
+    if (isnan(ref) || isnan(got)) {
+        return isnan(ref) && isnan(got) ? 0.0 : INFINITY;
+    }
+    float rf = (float)ref;
+    if (isinf(rf)) {
+        return got == rf ? 0.0 : INFINITY;
+    }
+    if (ref == 0.0) {
+        return got == 0.0f && !signbit(got) == !signbit(ref) ? 0.0 : INFINITY;
+    }
+    int e;
+    frexp(ref, &e); /* |ref| in [2^(e-1), 2^e): ulp 2^(e-24), at least 2^-149 */
+    double ulp = ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
+    return fabs((double)got - ref) / ulp;
+}
+
+typedef struct worst {
+    double err;
+    float x, y, got;
+    double ref;
+} worst;
+
+static void note(worst *w, float x, float y, float got, double ref)
+{
+    double e = ulp_error(got, ref);
+    if (e > w->err || (e != e)) {
+        w->err = e;
+        w->x = x;
+        w->y = y;
+        w->got = got;
+        w->ref = ref;
+    }
+}
+
+#define CHUNK 8192
+
+static const float specials[] = {
+    0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f,
+    FLT_MAX, -FLT_MAX, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, -2.0f, 0x1p18f, -0x1p18f,
+    0x1.fffffep17f, -0x1.fffffep17f, 88.72283f, 88.72284f, -87.33654f, -103.97208f,
+    -103.97209f, -104.0f, 89.0f, 128.0f, -149.0f, -150.0f, 3.14159274f, 1.57079637f,
+    0.785398185f, 1e-8f, -1e-8f, 0.625f, 9.0f, 10.0f, 0.999999940f, 1.00000012f,
+    -0.999999940f, -1.00000012f, 3.92f, 4.0f, 0x1p-126f, 0x1p-127f, 0x1p-140f, 1e30f,
+    8388608.0f, 16777216.0f, 0x1p24f, 0x1p63f, 0x1p127f,
+};
+#define N_SPECIALS ((int)(sizeof specials / sizeof specials[0]))
+
+typedef struct ucase {
+    const char *name;
+    arr_fn fn;
+    double (*ref)(double);
+    double bound; /* ulp, as vmath.h documents */
+} ucase;
+
+static uint32_t g_stride;
+
+static void check_unary(const ucase *c)
+{
+    static float in[CHUNK], out[CHUNK];
+    worst w = {0.0, 0.0f, 0.0f, 0.0f, 0.0};
+    int n = 0;
+    for (int i = 0; i < N_SPECIALS; i++) {
+        in[n++] = specials[i];
+    }
+    /* The offset moves the sample off multiples of the stride's factors. */
+    for (uint64_t b = 12345 % g_stride;; b += g_stride) {
+        int last = b > 0xffffffffu;
+        if (!last) {
+            uint32_t u = (uint32_t)b;
+            memcpy(&in[n++], &u, sizeof u);
+        }
+        if (n == CHUNK || (last && n > 0)) {
+            c->fn(out, in, n);
+            for (int i = 0; i < n; i++) {
+                note(&w, in[i], 0.0f, out[i], c->ref((double)in[i]));
+            }
+            n = 0;
+        }
+        if (last) {
+            break;
+        }
+    }
+    fprintf(stderr, "   %-10s max %.4f ulp (bound %.3f) at x = %a: got %a, want %a\n", c->name,
+            w.err, c->bound, (double)w.x, (double)w.got, w.ref);
+    if (!(w.err <= c->bound)) {
+        EV_CHECK_FAIL_("%s: error %g ulp above its bound %g", c->name, w.err, c->bound);
+    }
+}
+
+/* In place (o == a) and at lengths that are not a multiple of any vector
+ * width or of the block: the same bits as the out-of-place run. */
+static void check_in_place(const ucase *c)
+{
+    enum { N = 1000 };
+    static float a[N], ref[N], tmp[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)((i % 2 ? -1 : 1) * (i * 0.37 + (i % 7 == 0 ? 3e5 : 0.0)));
+    }
+    for (int n = 0; n <= N; n += 1 + n / 3) {
+        c->fn(ref, a, n);
+        memcpy(tmp, a, sizeof a);
+        c->fn(tmp, tmp, n);
+        for (int i = 0; i < n; i++) {
+            uint32_t u, v;
+            memcpy(&u, &ref[i], 4);
+            memcpy(&v, &tmp[i], 4);
+            if (u != v && !(isnan(ref[i]) && isnan(tmp[i]))) {
+                EV_CHECK_FAIL_("%s in place at n = %d, i = %d: %a vs %a", c->name, n, i,
+                               (double)tmp[i], (double)ref[i]);
+            }
+        }
+        for (int i = n; i < N; i++) {
+            CHECK(tmp[i] == a[i] || (isnan(tmp[i]) && isnan(a[i]))); /* nothing past n */
+        }
+    }
+}
+
+/* Pairs: every special with every special, then random bit patterns for
+ * both, then (the cases random bits rarely give) moderate positive x with
+ * moderate y, and negative x with integer y. */
+typedef struct bcase {
+    const char *name;
+    arr2_fn fn;
+    double (*ref)(double, double);
+    double bound;
+} bcase;
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rand32(void)
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(g_rng >> 32);
+}
+
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void check_binary(const bcase *c, long pairs)
+{
+    static float xa[CHUNK], ya[CHUNK], out[CHUNK];
+    worst w = {0.0, 0.0f, 0.0f, 0.0f, 0.0};
+    long total = (long)N_SPECIALS * N_SPECIALS + 3 * pairs;
+    long done = 0;
+    while (done < total) {
+        int n = 0;
+        for (; n < CHUNK && done < total; n++, done++) {
+            long k = done;
+            if (k < (long)N_SPECIALS * N_SPECIALS) {
+                xa[n] = specials[k / N_SPECIALS];
+                ya[n] = specials[k % N_SPECIALS];
+                continue;
+            }
+            k -= (long)N_SPECIALS * N_SPECIALS;
+            if (k < pairs) {
+                xa[n] = bits_float(rand32());
+                ya[n] = bits_float(rand32());
+            } else if (k < 2 * pairs) {
+                xa[n] = bits_float(0x3c000000u + rand32() % 0x06000000u); /* 2^-7 .. 2^5 */
+                ya[n] = bits_float((rand32() & 0x80000000u) | (0x34000000u + rand32() % 0x0e000000u));
+            } else {
+                xa[n] = -bits_float(0x3c000000u + rand32() % 0x06000000u);
+                ya[n] = (float)((int)(rand32() % 81) - 40);
+            }
+        }
+        c->fn(out, xa, ya, n);
+        for (int i = 0; i < n; i++) {
+            note(&w, xa[i], ya[i], out[i], c->ref((double)xa[i], (double)ya[i]));
+        }
+    }
+    fprintf(stderr, "   %-10s max %.4f ulp (bound %.3f) at (%a, %a): got %a, want %a\n", c->name,
+            w.err, c->bound, (double)w.x, (double)w.y, (double)w.got, w.ref);
+    if (!(w.err <= c->bound)) {
+        EV_CHECK_FAIL_("%s: error %g ulp above its bound %g", c->name, w.err, c->bound);
+    }
+}
+
+/* NumPy's logaddexp in double: equal arguments give x + log 2. */
+static double ref_logaddexp(double x, double y)
+{
+    if (x == y) {
+        return x + 0.69314718055994530942;
+    }
+    double m = x > y ? x : y, d = x > y ? y - x : x - y;
+    return d != d ? d : m + log1p(exp(d));
+}
+
+static const bcase binary_cases[] = {
+    {"atan2", atan2_arr, atan2, 0.501},
+    {"hypot", hypot_arr, hypot, 0.501},
+    {"logaddexp", logaddexp_arr, ref_logaddexp, 0.501},
+};
+
+static void test_binary(void)
+{
+    long pairs = ev_test_scaled(2000000);
+    for (size_t i = 0; i < sizeof binary_cases / sizeof binary_cases[0]; i++) {
+        check_binary(&binary_cases[i], pairs);
+    }
+}
+
+static double ref_sqrt(double x)
+{
+    return sqrt(x);
+}
+
+static double ref_rsqrt(double x)
+{
+    return 1.0 / sqrt(x);
+}
+
+static double ref_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+static double ref_gelu(double x)
+{
+    return 0.5 * x * erfc(x * -0.7071067811865476);
+}
+
+static const ucase unary_cases[] = {
+    {"sqrt", sqrt_arr, ref_sqrt, 0.5},
+    {"rsqrt", rsqrt_arr, ref_rsqrt, 1.5},
+    {"sin", sin_arr, sin, 0.501},
+    {"cos", cos_arr, cos, 0.501},
+    {"exp", exp_arr, exp, 1.0},
+    {"log", log_arr, log, 0.85},
+    {"tanh", tanh_arr, tanh, 1.5},
+    {"tan", tan_arr, tan, 0.501},
+    {"exp2", exp2_arr, exp2, 1.1},
+    {"expm1", expm1_arr, expm1, 0.501},
+    {"log2", log2_arr, log2, 0.95},
+    {"log10", log10_arr, log10, 0.9},
+    {"log1p", log1p_arr, log1p, 0.9},
+    {"sinh", sinh_arr, sinh, 0.501},
+    {"cosh", cosh_arr, cosh, 0.501},
+    {"sigmoid", sigmoid_arr, ref_sigmoid, 1.5},
+    {"erf", erf_arr, erf, 0.501},
+    {"gelu", gelu_arr, ref_gelu, 0.501},
+    {"atan", atan_arr, atan, 1.7},
+    {"asin", asin_arr, asin, 2.0},
+    {"acos", acos_arr, acos, 1.2},
+    {"asinh", asinh_arr, asinh, 0.501},
+    {"acosh", acosh_arr, acosh, 0.501},
+    {"atanh", atanh_arr, atanh, 0.501},
+};
+
+static void test_unary(void)
+{
+    for (size_t i = 0; i < sizeof unary_cases / sizeof unary_cases[0]; i++) {
+        check_in_place(&unary_cases[i]);
+        check_unary(&unary_cases[i]);
+    }
+}
+
+int main(void)
+{
+    /* Every 193rd bit pattern (22 million values per function, 43,000 in
+     * each binade); fewer under the sanitizers (EV_STRESS_SCALE). */
+    long scaled = ev_test_scaled(1000);
+    g_stride = (uint32_t)(193 * 1000 / scaled);
+    fprintf(stderr, "every %u-th float32 bit pattern\n", g_stride);
+    RUN_TEST(test_unary);
+    RUN_TEST(test_binary);
+    return 0;
+}
