@@ -11,12 +11,13 @@
  * cancellation or overflow to guard against in the float range. exp,
  * log, tanh, sigmoid, exp2, log2, log10, log1p, atan, asin and acos, where
  * NumPy's SIMD forms are fastest, work in float (16 lanes on AVX-512, not
- * 8) within 0.85 to 2.0 ulp. Each function's comment gives its error bound in
- * ulp of the float result against the exact value (0.5 is correctly
- * rounded); tests/tensor/test_vmath.c checks every bound over a dense
- * sample of all float32 bit patterns (the float forms' bounds were also
- * checked once over every float; sigmoid's over (-104, 20)). Special values (NaN, infinities,
- * signed zeros, subnormals) give what glibc's float functions give. */
+ * 8) within 0.85 to 2.0 ulp. Each function's comment gives its error
+ * bound in ulp of the float result against the exact value (0.5 is
+ * correctly rounded); tests/tensor/test_vmath.c checks every bound over a
+ * dense sample of all float32 bit patterns (the float forms' bounds were
+ * also checked once over every float; sigmoid's over (-104, 20)). Special
+ * values (NaN, infinities, signed zeros, subnormals) give what glibc's
+ * float functions give. */
 #ifndef EV_OPS_VMATH_H
 #define EV_OPS_VMATH_H
 
