@@ -248,7 +248,7 @@ static int ew_kernel(void *p, ev_kctx *kc)
             dt[k] = a->ops[k]->dtype;
         }
         ev__iter it;
-        ev__iter_init(&it, a->nops, a->ops);
+        ev__iter_init_by_output(&it, a->nops, a->ops);
         int64_t outer = it.shape[it.ndim - 1];
         if (it.numel >= 2 * EV__PARALLEL_GRAIN && outer > 1) {
             ew_strided_split sp = {a, &it, dt, 0};
@@ -360,7 +360,8 @@ static int binary_dest(const ev_exec *ex, const char *name, ev_tensor *a, ev_ten
                                ev__shape_str(b->ndim, b->shape, sb, sizeof sb));
     }
     if (!inplace) {
-        return ev__tensor_new(name, ex, res, nd, shape, dst);
+        /* Laid out as the operands are (a.T + b.T is transposed too). */
+        return ev__tensor_new_like(name, ex, res, nd, shape, (ev_tensor *[]){a, b}, 2, dst);
     }
     int same = nd == a->ndim;
     for (int i = 0; same && i < nd; i++) {

@@ -72,7 +72,7 @@ int ev_where(const ev_exec *ex, ev_tensor *cond, ev_tensor *x, ev_tensor *y, ev_
                                ev__shape_str(y->ndim, y->shape, sy, sizeof sy));
     }
     ev_tensor *dst;
-    if ((rc = ev__tensor_new(name, ex, r, nd2, s2, &dst))) {
+    if ((rc = ev__tensor_new_like(name, ex, r, nd2, s2, (ev_tensor *[]){cond, x, y}, 3, &dst))) {
         return rc;
     }
     ev_dtype c = ev_dtype_get_info(r)->compute;

@@ -299,7 +299,7 @@ static int run_unary(const ev_exec *ex, const char *name, ev_tensor *x, int inpl
         if (!out) {
             return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
         }
-        rc = ev__tensor_new(name, ex, res, x->ndim, x->shape, &dst);
+        rc = ev__tensor_new_like(name, ex, res, x->ndim, x->shape, &x, 1, &dst);
         if (rc) {
             return rc;
         }
@@ -432,7 +432,8 @@ int ev_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out)
         return ev__set_message(EV_EINVAL, "cast: out is NULL");
     }
     ev_tensor *dst;
-    rc = ev__tensor_new("cast", ex, dtype, x->ndim, x->shape, &dst);
+    /* In x's layout when x is a permuted dense block (as astype and to()). */
+    rc = ev__tensor_new_like("cast", ex, dtype, x->ndim, x->shape, &x, 1, &dst);
     if (rc) {
         return rc;
     }

@@ -267,7 +267,7 @@ static int copy_kernel(void *p, ev_kctx *kc)
     copy_arg *a = p;
     ev_tensor *ops[2] = {a->dst, a->src};
     copy_job j = {.dt = {a->dst->dtype, a->src->dtype}};
-    ev__iter_init(&j.it, 2, ops);
+    ev__iter_init_by_output(&j.it, 2, ops);
     if (j.it.numel == 0) {
         return 0;
     }
@@ -486,7 +486,7 @@ static int fill_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
     fill_job j = {.a = p};
-    ev__iter_init(&j.it, 1, &j.a->t);
+    ev__iter_init_by_output(&j.it, 1, &j.a->t);
     if (j.it.numel == 0) {
         return 0;
     }

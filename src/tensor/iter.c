@@ -9,8 +9,8 @@
  * 256, x * 2 on 1e5 floats took twice as long). */
 #define BLOCK 1024
 
-void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,
-                       char *const *data, const int64_t (*strides)[EV_MAX_DIMS])
+static void iter_setup(ev__iter *it, int nops, int ndim, const int64_t *shape,
+                       char *const *data, const int64_t (*strides)[EV_MAX_DIMS], int reorder)
 {
     it->nops = nops;
     it->numel = 1;
@@ -20,14 +20,40 @@ void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,
     for (int k = 0; k < nops; k++) {
         it->data[k] = data[k];
     }
-    /* Innermost first, dropping dimensions of size 1 (their strides do not
-     * matter) and merging a dimension into the one inside it when every
-     * operand steps over both as one. */
-    int n = 0;
+    /* The dimensions innermost first: in C order, or (reorder) ordered by
+     * operand 0's strides when its memory runs in another order (a
+     * transposed result of transposed inputs: the loop then walks memory,
+     * as NumPy's and PyTorch's iterators reorder; an operand 0 with a zero
+     * stride keeps C order). Dimensions of size 1 are dropped (their
+     * strides do not matter). */
+    int order[EV_MAX_DIMS], m = 0, sortable = reorder;
+    for (int d = 0; d < ndim; d++) {
+        sortable &= shape[d] == 1 || strides[0][d] != 0; /* an operand 0 read as broadcast */
+    }
     for (int d = ndim - 1; d >= 0; d--) {
         if (shape[d] == 1) {
             continue;
         }
+        if (!sortable) {
+            order[m++] = d;
+            continue;
+        }
+        int64_t key = strides[0][d] < 0 ? -strides[0][d] : strides[0][d];
+        int j = m++;
+        for (; j > 0; j--) {
+            int64_t kj = strides[0][order[j - 1]];
+            if ((kj < 0 ? -kj : kj) <= key) {
+                break;
+            }
+            order[j] = order[j - 1];
+        }
+        order[j] = d;
+    }
+    /* Merging a dimension into the one inside it when every operand steps
+     * over both as one. */
+    int n = 0;
+    for (int i = 0; i < m; i++) {
+        int d = order[i];
         int merge = n > 0;
         for (int k = 0; merge && k < nops; k++) {
             merge = strides[k][d] == it->strides[k][n - 1] * it->shape[n - 1];
@@ -52,7 +78,13 @@ void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,
     it->ndim = n;
 }
 
-void ev__iter_init(ev__iter *it, int nops, ev_tensor *const *ops)
+void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,
+                       char *const *data, const int64_t (*strides)[EV_MAX_DIMS])
+{
+    iter_setup(it, nops, ndim, shape, data, strides, 0);
+}
+
+static void iter_init(ev__iter *it, int nops, ev_tensor *const *ops, int reorder)
 {
     char *data[EV__ITER_MAX_OPS];
     int64_t strides[EV__ITER_MAX_OPS][EV_MAX_DIMS];
@@ -63,8 +95,18 @@ void ev__iter_init(ev__iter *it, int nops, ev_tensor *const *ops)
             strides[k][d] = ops[k]->strides[d] * size;
         }
     }
-    ev__iter_init_raw(it, nops, ops[0]->ndim, ops[0]->shape, data,
-                      (const int64_t(*)[EV_MAX_DIMS])strides);
+    iter_setup(it, nops, ops[0]->ndim, ops[0]->shape, data,
+               (const int64_t(*)[EV_MAX_DIMS])strides, reorder);
+}
+
+void ev__iter_init(ev__iter *it, int nops, ev_tensor *const *ops)
+{
+    iter_init(it, nops, ops, 0);
+}
+
+void ev__iter_init_by_output(ev__iter *it, int nops, ev_tensor *const *ops)
+{
+    iter_init(it, nops, ops, 1);
 }
 
 void ev__iter_rows(const ev__iter *it, ev__row_fn fn, void *user)

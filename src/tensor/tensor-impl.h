@@ -184,6 +184,15 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
  * past INT64_MAX / 16; EV_ENOMEM. */
 int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
                    const int64_t *shape, ev_tensor **out);
+/* As ev__tensor_new, but laid out as the inputs `likes` are when every one
+ * of them of this shape is a dense permuted block in one and the same
+ * order (a transposed operand, say): NumPy's and PyTorch's rule for the
+ * results of elementwise ops and casts, so that `a.T + b.T` streams memory
+ * instead of transposing. Otherwise (mixed layouts, views with gaps, only
+ * broadcast operands) C order. NULL entries are skipped. */
+int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                        const int64_t *shape, ev_tensor *const *likes, int nlikes,
+                        ev_tensor **out);
 /* A new tensor struct viewing t's storage with the given layout. */
 int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, int64_t offset, ev_tensor **out);
@@ -236,6 +245,11 @@ typedef struct ev__iter {
  * inputs first). Dimensions of size 1 are dropped and dimensions contiguous
  * across all operands merged, so a contiguous case is one long row. */
 void ev__iter_init(ev__iter *it, int nops, ev_tensor *const *ops);
+/* As ev__iter_init, but in the memory order of ops[0], the output each
+ * element of which is written once: a transposed output of transposed
+ * inputs is walked as one dense run. For kernels whose result does not
+ * depend on the visiting order (elementwise ops, copies, fills). */
+void ev__iter_init_by_output(ev__iter *it, int nops, ev_tensor *const *ops);
 /* The same from raw layouts: data[k] and strides[k] (bytes, outermost first)
  * of nops operands of shape `shape`. */
 void ev__iter_init_raw(ev__iter *it, int nops, int ndim, const int64_t *shape,

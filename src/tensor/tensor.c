@@ -289,6 +289,82 @@ int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
     return rc;
 }
 
+/* The dimensions of t longer than 1, from the largest stride to the
+ * smallest (perm[0] outermost), when t is dense in that order: its elements
+ * fill a block of numel with positive strides, as a permuted contiguous
+ * tensor's. Returns how many there are, or -1 if t is not so laid out. */
+static int dense_order(const ev_tensor *t, int *perm)
+{
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] != 1) {
+            /* Insertion by stride, descending; ties keep C order. */
+            int j = n++;
+            for (; j > 0 && t->strides[perm[j - 1]] < t->strides[i]; j--) {
+                perm[j] = perm[j - 1];
+            }
+            perm[j] = i;
+        }
+    }
+    int64_t st = 1;
+    for (int j = n - 1; j >= 0; j--) {
+        if (t->strides[perm[j]] != st) {
+            return -1;
+        }
+        st *= t->shape[perm[j]];
+    }
+    return n;
+}
+
+int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                        const int64_t *shape, ev_tensor *const *likes, int nlikes,
+                        ev_tensor **out)
+{
+    int perm[EV_MAX_DIMS], other[EV_MAX_DIMS], n = -1, found = 0;
+    for (int k = 0; k < nlikes && found >= 0; k++) {
+        const ev_tensor *t = likes[k];
+        if (!t || t->ndim != ndim || t->numel < 2 ||
+            memcmp(t->shape, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+            continue; /* broadcast (or a scalar): says nothing of the layout */
+        }
+        int m = dense_order(t, found ? other : perm);
+        if (m < 0 || (found && memcmp(perm, other, sizeof(int) * (size_t)m) != 0)) {
+            found = -1;
+        } else {
+            n = m;
+            found = 1;
+        }
+    }
+    int permuted = 0;
+    for (int j = 1; found == 1 && j < n; j++) {
+        permuted |= perm[j] < perm[j - 1];
+    }
+    if (!permuted) {
+        return ev__tensor_new(fn, ex, dtype, ndim, shape, out);
+    }
+    /* A contiguous block in perm's order, viewed in the requested one
+     * (dimensions of size 1 take stride 1: any would do). */
+    int64_t pshape[EV_MAX_DIMS], strides[EV_MAX_DIMS], st = 1;
+    for (int j = 0; j < n; j++) {
+        pshape[j] = shape[perm[j]];
+    }
+    ev_tensor *base;
+    int rc = ev__tensor_new(fn, ex, dtype, n, pshape, &base);
+    if (rc) {
+        return rc;
+    }
+    for (int i = 0; i < ndim; i++) {
+        strides[i] = 1;
+    }
+    for (int j = n - 1; j >= 0; j--) {
+        strides[perm[j]] = st;
+        st *= pshape[j];
+    }
+    rc = ev__tensor_alias(base, dtype, ndim, shape, strides, 0, out);
+    ev_tensor_unref(base);
+    return rc;
+}
+
 /* First and one-past-last element offsets that a layout touches (the
  * lowest through negative strides, the highest through positive ones);
  * the layout must have at least one element. */
