@@ -3,7 +3,6 @@
  * over operands of any strides and dtypes. */
 #include <stdatomic.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops-impl.h"
@@ -75,135 +74,11 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
     }
 }
 
-/* Runs the loop over an iterator's elements. An input that is dense along
- * an outer dimension d but not along the innermost (a transposed view
- * against a contiguous output) would be read a cache line per element,
- * each line used once before it leaves L1 (rows of a 4 KiB stride even map
- * to one cache set): such inputs are first copied, tile by tile of EW_T0
- * (along dimension 0) x EW_T1 (along d) elements, into buffers laid out
- * along dimension 0, reading EW_T1 neighbours at a time; the loop then runs
- * over the tile as over dense rows. */
-#define EW_T0 1024
-#define EW_T1 8
-
-static int ew_transposed(const ev__iter *it, const ev_dtype *dt, int k, int d)
-{
-    int64_t esz = (int64_t)ev__dsize(dt[k]);
-    int64_t s0 = it->strides[k][0], sd = it->strides[k][d];
-    return s0 != esz && s0 != -esz && s0 != 0 && (sd == esz || sd == -esz);
-}
-
-/* The outer dimension to tile with dimension 0, or 0 for none. */
-static int ew_tile_dim(const ev__iter *it, const ev_dtype *dt)
-{
-    if (it->ndim < 2 || it->shape[0] < 4 * EW_T1) {
-        return 0;
-    }
-    for (int d = 1; d < it->ndim; d++) {
-        for (int k = 1; it->shape[d] >= EW_T1 && k < it->nops; k++) {
-            if (ew_transposed(it, dt, k, d)) {
-                return d;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Copies an m0 x m1 tile (strides s0, sd) of esz-byte elements into dst,
- * row j of it (along dimension 0) at dst + j m0 esz. */
-static void ew_gather(char *dst, const char *src, int64_t s0, int64_t sd, int64_t m0,
-                      int64_t m1, size_t esz)
-{
-    size_t step = (size_t)m0 * esz;
-    for (int64_t i = 0; i < m0; i++) {
-        const char *p = src + i * s0;
-        char *q = dst + (size_t)i * esz;
-        switch (esz) {
-        case 4:
-            for (int64_t j = 0; j < m1; j++) {
-                memcpy(q + (size_t)j * step, p + j * sd, 4);
-            }
-            break;
-        case 8:
-            for (int64_t j = 0; j < m1; j++) {
-                memcpy(q + (size_t)j * step, p + j * sd, 8);
-            }
-            break;
-        default:
-            for (int64_t j = 0; j < m1; j++) {
-                ev__copy_elem(q + (size_t)j * step, p + j * sd, esz);
-            }
-            break;
-        }
-    }
-}
-
+/* Runs the loop over an iterator's elements (ev__run_loop takes inputs
+ * transposed against the output a tile at a time). */
 static void ew_run(const ev__iter *it, const ev_dtype *dt, const ew_arg *a, ev__loop_ctx *ctx)
 {
-    int d = ew_tile_dim(it, dt);
-    char *bufs = d ? malloc((size_t)it->nops * EW_T0 * EW_T1 * 8) : NULL;
-    if (!bufs) { /* no tiles, or no memory for them: the plain walk */
-        ev__run_loop(it, dt, a->loop_in, a->loop_out, a->loop, ctx);
-        return;
-    }
-    int gather[EV__ITER_MAX_OPS] = {0};
-    for (int k = 1; k < it->nops; k++) {
-        gather[k] = ew_transposed(it, dt, k, d);
-    }
-    /* The other dimensions by an odometer, the two tiled ones inside. */
-    int64_t idx[EV_MAX_DIMS] = {0};
-    int64_t off[EV__ITER_MAX_OPS] = {0};
-    int64_t n0 = it->shape[0], nd = it->shape[d];
-    for (;;) {
-        for (int64_t j0 = 0; j0 < nd; j0 += EW_T1) {
-            for (int64_t i0 = 0; i0 < n0; i0 += EW_T0) {
-                ev__iter t;
-                t.ndim = 2;
-                t.nops = it->nops;
-                t.shape[0] = n0 - i0 < EW_T0 ? n0 - i0 : EW_T0;
-                t.shape[1] = nd - j0 < EW_T1 ? nd - j0 : EW_T1;
-                t.numel = t.shape[0] * t.shape[1];
-                for (int k = 0; k < it->nops; k++) {
-                    char *src = it->data[k] + off[k] + i0 * it->strides[k][0] +
-                                j0 * it->strides[k][d];
-                    if (gather[k]) {
-                        size_t esz = ev__dsize(dt[k]);
-                        char *b = bufs + (size_t)k * EW_T0 * EW_T1 * 8;
-                        ew_gather(b, src, it->strides[k][0], it->strides[k][d], t.shape[0],
-                                  t.shape[1], esz);
-                        t.data[k] = b;
-                        t.strides[k][0] = (int64_t)esz;
-                        t.strides[k][1] = (int64_t)esz * t.shape[0];
-                    } else {
-                        t.data[k] = src;
-                        t.strides[k][0] = it->strides[k][0];
-                        t.strides[k][1] = it->strides[k][d];
-                    }
-                }
-                ev__run_loop(&t, dt, a->loop_in, a->loop_out, a->loop, ctx);
-            }
-        }
-        int e = 1;
-        for (; e < it->ndim; e++) {
-            if (e == d) {
-                continue;
-            }
-            for (int k = 0; k < it->nops; k++) {
-                off[k] += it->strides[k][e];
-            }
-            if (++idx[e] < it->shape[e]) {
-                break;
-            }
-            for (int k = 0; k < it->nops; k++) {
-                off[k] -= it->strides[k][e] * it->shape[e];
-            }
-            idx[e] = 0;
-        }
-        if (e == it->ndim) {
-            break;
-        }
-    }
-    free(bufs);
+    ev__run_loop(it, dt, a->loop_in, a->loop_out, a->loop, ctx);
 }
 
 /* A strided loop split along its outermost dimension: each chunk runs the
