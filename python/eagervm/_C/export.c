@@ -335,15 +335,30 @@ PyObject *evpy_from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
     for (int i = 0; i < dl->ndim; i++) {
         n *= dl->shape[i];
     }
-    char *buf = PyMem_Malloc(n ? (size_t)n * es : 1);
-    if (!buf) {
-        PyErr_NoMemory();
-        goto out;
-    }
     const char *base = (const char *)dl->data + dl->byte_offset;
-    if (!dl->strides) {
-        memcpy(buf, base, (size_t)n * es);
-    } else {
+    /* C-contiguous strides (NumPy 2 always gives strides) are as good as
+     * none: the data go straight into the tensor, one copy. */
+    int dense = n > 0;
+    if (dl->strides) {
+        int64_t step = 1;
+        for (int d = dl->ndim - 1; dense && d >= 0; d--) {
+            dense = dl->shape[d] == 1 || dl->strides[d] == step;
+            step *= dl->shape[d];
+        }
+    }
+    char *buf = NULL;
+    if (!dense) {
+        buf = PyMem_Malloc(n ? (size_t)n * es : 1);
+        if (!buf) {
+            PyErr_NoMemory();
+            goto out;
+        }
+    }
+    if (!dense && !dl->strides) {
+        if (n) {
+            memcpy(buf, base, (size_t)n * es);
+        }
+    } else if (!dense) {
         int64_t idx[EV_MAX_DIMS] = {0};
         for (int64_t j = 0; j < n; j++) {
             int64_t off = 0;
@@ -362,7 +377,8 @@ PyObject *evpy_from_dlpack_fn(evpy_state *st, int code, PyObject *const *args,
     ev_exec ex;
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
-        int rc = ev_from_host(&ex, (ev_dtype)dtype, dl->ndim, dl->shape, buf, &out);
+        int rc = ev_from_host(&ex, (ev_dtype)dtype, dl->ndim, dl->shape, dense ? base : buf,
+                              &out);
         res = evpy_finish(st, rc, out);
     }
     PyMem_Free(buf);
