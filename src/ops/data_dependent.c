@@ -255,7 +255,7 @@ int ev_unique(const ev_exec *ex, ev_tensor *x, int sorted, int return_inverse, i
     size_t esz = ev__dsize(x->dtype);
     uq_arg a;
     memset(&a, 0, sizeof a);
-    ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(n + n / 2 + 1));
+    ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(2 * n + 1));
     if (!items) {
         return ev__set_message(EV_ENOMEM, "%s: cannot allocate a sort buffer for %lld "
                                "elements", name, (long long)n);

@@ -127,7 +127,7 @@ typedef struct ev__sort_item {
 void ev__sort_load(ev__sort_item *items, const char *src, ev_dtype dt, int64_t stride,
                    int64_t n, int64_t first);
 /* Sorts items[0..n) by key, ascending and stable (equal keys keep their
- * order); scratch has room for n / 2 + 1 items. */
+ * order); scratch has room for n items. */
 void ev__sort_items(ev__sort_item *items, ev__sort_item *scratch, int64_t n);
 
 #endif

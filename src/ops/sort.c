@@ -1,5 +1,5 @@
-/* sort, argsort and topk along one dimension: a stable merge sort of 64-bit
- * order keys per line (the keys and the sort are shared with unique), or for
+/* sort, argsort and topk along one dimension: a stable sort (radix, or merge
+ * for short lines) of 64-bit order keys per line (the keys and the sort are shared with unique), or for
  * a small k a heap selection that picks the same elements in the same order;
  * lines split over the intra-op threads. Checks and shapes on the issuing
  * thread, one instruction per call. */
@@ -45,7 +45,7 @@ void ev__sort_load(ev__sort_item *items, const char *src, ev_dtype dt, int64_t s
 /* Below this length a run is sorted by insertion (stable). */
 #define INSERTION_MAX 16
 
-void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
+static void merge_sort(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
 {
     if (n <= INSERTION_MAX) {
         for (int64_t i = 1; i < n; i++) {
@@ -59,8 +59,8 @@ void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
         return;
     }
     int64_t h = n / 2;
-    ev__sort_items(a, scratch, h);
-    ev__sort_items(a + h, scratch, n - h);
+    merge_sort(a, scratch, h);
+    merge_sort(a + h, scratch, n - h);
     if (a[h - 1].key <= a[h].key) {
         return; /* the halves are already in order */
     }
@@ -74,6 +74,55 @@ void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
     }
     while (i < h) {
         a[k++] = scratch[i++];
+    }
+}
+
+/* From this length on, a least-significant-digit radix sort by bytes of the
+ * key: stable, as each pass is, and linear. Passes over a byte that every
+ * key shares are skipped (a float32 input's keys, widened to float64, share
+ * their three lowest bytes), so a float32 line takes five passes. */
+#define RADIX_MIN 256
+
+static void radix_sort(ev__sort_item *a, ev__sort_item *tmp, int64_t n)
+{
+    int64_t count[8][256];
+    memset(count, 0, sizeof count);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = a[i].key;
+        for (int b = 0; b < 8; b++) {
+            count[b][(k >> (8 * b)) & 0xff]++;
+        }
+    }
+    ev__sort_item *src = a, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        int64_t *c = count[b];
+        if (c[(src[0].key >> (8 * b)) & 0xff] == n) {
+            continue;
+        }
+        int64_t off = 0;
+        for (int v = 0; v < 256; v++) {
+            int64_t m = c[v];
+            c[v] = off;
+            off += m;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            dst[c[(src[i].key >> (8 * b)) & 0xff]++] = src[i];
+        }
+        ev__sort_item *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) {
+        memcpy(a, src, sizeof *a * (size_t)n);
+    }
+}
+
+void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
+{
+    if (n >= RADIX_MIN) {
+        radix_sort(a, scratch, n);
+    } else {
+        merge_sort(a, scratch, n);
     }
 }
 
@@ -166,7 +215,7 @@ static void sort_lines(int64_t lo, int64_t hi, void *p)
     const sort_arg *a = j->a;
     const ev__lines *l = &j->lines;
     int64_t len = l->len[0];
-    ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(len + len / 2 + 1));
+    ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(2 * len + 1));
     if (!items) {
         atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
         return;
@@ -226,7 +275,7 @@ static int sort_kernel(void *p, ev_kctx *kc)
     }
     ev__parallel_for(j.lines.count, SORT_GRAIN / len + 1, sort_lines, &j);
     if (atomic_load_explicit(&j.failed, memory_order_relaxed)) {
-        long long bytes = (long long)(sizeof(ev__sort_item) * (size_t)(len + len / 2 + 1));
+        long long bytes = (long long)(sizeof(ev__sort_item) * (size_t)(2 * len + 1));
         return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a %lld-byte sort buffer",
                             a->name, bytes);
     }

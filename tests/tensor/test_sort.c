@@ -205,7 +205,7 @@ static void test_stability(void)
     ev_tensor_unref(v);
     ev_tensor_unref(i);
     ev_tensor_unref(x);
-    /* A long line of two keys: the merge sort's merges keep the order. */
+    /* A long line of two keys: the sort keeps the order. */
     int64_t n = 1000;
     double *h = malloc(sizeof(double) * (size_t)n);
     int64_t *want = malloc(sizeof(int64_t) * (size_t)n);
@@ -225,6 +225,48 @@ static void test_stability(void)
     check_idx(i, 1, &n, want);
     ev_tensor_unref(i);
     ev_tensor_unref(x);
+    free(h);
+    free(want);
+}
+
+/* Lines long enough for the radix sort, of values from an ordered set
+ * (negatives, signed zeros, a subnormal, infinities, NaN; int64 near its
+ * extremes), many of each: the indices come out value by value, each
+ * value's in order. */
+static void test_long_lines_radix(void)
+{
+    const double fvals[9] = {-INFINITY, -1e30, -2.5, -0.0, 0.0, 1e-40, 3, INFINITY, NAN};
+    const double ivals[6] = {-9e18, -70000, -1, 0, 255, 9e18};
+    const int64_t n = 5003;
+    double *h = malloc(sizeof(double) * (size_t)n);
+    int64_t *want = malloc(sizeof(int64_t) * (size_t)n);
+    for (int dt = EV_INT64; dt <= EV_FLOAT64; dt++) {
+        int is_f = dt != EV_INT64;
+        const double *vals = is_f ? fvals : ivals;
+        int nv = is_f ? 9 : 6;
+        for (int64_t k = 0; k < n; k++) {
+            h[k] = vals[(k * 7919 + k / 3) % nv];
+        }
+        int64_t at = 0;
+        for (int v = 0; v < nv; v++) {
+            /* -0.0 and 0.0 are one key: both runs interleave by position. */
+            if (is_f && v == 4) {
+                continue;
+            }
+            for (int64_t k = 0; k < n; k++) {
+                int64_t cat = (k * 7919 + k / 3) % nv;
+                if (cat == v || (is_f && v == 3 && cat == 4)) {
+                    want[at++] = k;
+                }
+            }
+        }
+        CHECK_EQ(at, n);
+        ev_tensor *x = tensor_from((ev_dtype)dt, 1, &n, h), *i;
+        CHECK_OK(ev_argsort(&EX, x, 0, 0, 1, &i));
+        check_idx(i, 1, &n, want);
+        ev_tensor_unref(i);
+        ev_tensor_unref(x);
+    }
     free(h);
     free(want);
 }
@@ -478,6 +520,7 @@ int main(void)
     test_setup();
     RUN_TEST(test_every_dtype_and_dim);
     RUN_TEST(test_stability);
+    RUN_TEST(test_long_lines_radix);
     RUN_TEST(test_nan_inf_zeros);
     RUN_TEST(test_selection_path);
     RUN_TEST(test_int64_extremes);
