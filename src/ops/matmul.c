@@ -185,6 +185,9 @@ static void mat_strides(const ev_tensor *t, int is1d, int as_row, int64_t *sr, i
  * adds and the other is mirrored, as NumPy's matmul does. The mirror copy
  * goes in tiles so that both sides stay in cache. */
 #define MIRROR_TILE 64
+/* Below this many multiply-adds (a 128 x 128 x 128 product) syrk's fixed
+ * costs and the mirror outweigh the halved work: plain gemm. */
+#define GRAM_MIN_MACS ((int64_t)1 << 21)
 static void mirror_upper(char *C, int64_t n, size_t esz)
 {
     for (int64_t i0 = 0; i0 < n; i0 += MIRROR_TILE) {
@@ -236,7 +239,7 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
          * otherwise. */
         enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
-        if (A == B && n == m && n > 1 && asr == bsc && asc == bsr) {
+        if (A == B && n == m && n * n * k >= GRAM_MIN_MACS && asr == bsc && asc == bsr) {
             gram(a, dt, TA, lda, A, C);
             return;
         }

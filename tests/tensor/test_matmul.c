@@ -209,12 +209,12 @@ static void test_large(void)
     ev_tensor_unref(x);
 }
 
-/* x @ x.T and x.T @ x (B is A's transpose, one storage): the Gram-matrix
- * path (syrk and a mirrored triangle) gives the reference product, both
- * triangles, at sizes around the mirror's tiles. */
+/* x @ x.T and x.T @ x (B is A's transpose, one storage) give the reference
+ * product, both triangles: small ones by gemm, from 128^3 multiply-adds by
+ * the Gram-matrix path (syrk and a mirrored triangle, across its tiles). */
 static void test_gram(void)
 {
-    const int64_t shapes[][2] = {{2, 3}, {7, 5}, {64, 9}, {65, 130}, {130, 65}, {200, 1}};
+    const int64_t shapes[][2] = {{2, 3}, {7, 5}, {64, 9}, {65, 130}, {130, 65}, {200, 1}, {130, 140}};
     ev_dtype dts[] = {EV_FLOAT32, EV_FLOAT64};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         for (size_t d = 0; d < 2; d++) {
