@@ -21,6 +21,9 @@ typedef struct ew_arg {
     int nops;
     int dense;
     ev_dtype loop_in, loop_out;
+    /* Per input of a dense instruction: how the loop reads it. */
+    int8_t in_mode[EV__ITER_MAX_OPS];
+    ev_dtype in_dt[EV__ITER_MAX_OPS];
     ev_tensor *ops[EV__ITER_MAX_OPS]; /* [0] out, then inputs; referenced
                                          unless dense */
 } ew_arg;
@@ -35,16 +38,38 @@ static void ew_drop(void *p)
     }
 }
 
-/* 1 if every operand is dense, in the loop's dtype, and of one shape: then
- * the loop runs once over the whole buffer, without an iterator. */
-static int ew_dense(const ew_arg *a)
+/* How a dense instruction's loop reads an input: in place (dense, in the
+ * loop's dtype), converted block by block (dense, another dtype: a bool
+ * mask times floats), or as one value broadcast (a scalar operand). */
+enum { EW_DIRECT, EW_CONVERT, EW_SCALAR };
+
+static int all_strides_zero(const ev_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] != 1 && t->strides[d] != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1 if the output is dense and in the loop's dtype, and each input (of the
+ * output's shape: inputs were broadcast to it) is dense or one broadcast
+ * value: then the loop runs over the whole buffer without an iterator, and
+ * the instruction carries pointers only. Sets in_mode and in_dt. */
+static int ew_dense(ew_arg *a)
 {
     if (a->ops[0]->dtype != a->loop_out || !ev_tensor_is_contiguous(a->ops[0])) {
         return 0;
     }
     for (int k = 1; k < a->nops; k++) {
-        /* Same shape as the output (inputs were broadcast to it) and dense. */
-        if (a->ops[k]->dtype != a->loop_in || !ev_tensor_is_contiguous(a->ops[k])) {
+        const ev_tensor *t = a->ops[k];
+        a->in_dt[k] = t->dtype;
+        if (ev_tensor_is_contiguous(t)) {
+            a->in_mode[k] = t->dtype == a->loop_in ? EW_DIRECT : EW_CONVERT;
+        } else if (all_strides_zero(t)) {
+            a->in_mode[k] = EW_SCALAR;
+        } else {
             return 0;
         }
     }
@@ -58,17 +83,52 @@ typedef struct ew_split {
     _Atomic int err;
 } ew_split;
 
+/* Elements per block of a dense loop with converted or broadcast inputs. */
+#define EW_BLOCK 1024
+
 static void ew_dense_range(int64_t lo, int64_t hi, void *p)
 {
     ew_split *sp = p;
     const ew_arg *a = sp->a;
-    size_t so = ev__dsize(a->loop_out), si = ev__dsize(a->loop_in);
+    int64_t so = (int64_t)ev__dsize(a->loop_out), si = (int64_t)ev__dsize(a->loop_in);
     const void *in[EV__ITER_MAX_OPS];
+    int direct = 1;
     for (int k = 1; k < a->nops; k++) {
-        in[k - 1] = a->ptrs[k] + lo * (int64_t)si;
+        direct &= a->in_mode[k] == EW_DIRECT;
     }
     ev__loop_ctx ctx = a->ctx;
-    a->loop(a->ptrs[0] + lo * (int64_t)so, in, hi - lo, &ctx);
+    if (direct) {
+        for (int k = 1; k < a->nops; k++) {
+            in[k - 1] = a->ptrs[k] + lo * si;
+        }
+        a->loop(a->ptrs[0] + lo * so, in, hi - lo, &ctx);
+    } else {
+        /* Blocks of EW_BLOCK: a converted input goes through a buffer, a
+         * broadcast value fills its buffer once. */
+        _Alignas(64) char buf[EV__ITER_MAX_OPS - 1][EW_BLOCK * 8];
+        for (int k = 1; k < a->nops; k++) {
+            if (a->in_mode[k] == EW_SCALAR) {
+                ev__cast_strided(buf[k - 1], a->loop_in, si, a->ptrs[k], a->in_dt[k], 0,
+                                 hi - lo < EW_BLOCK ? hi - lo : EW_BLOCK);
+            }
+        }
+        for (int64_t i = lo; i < hi; i += EW_BLOCK) {
+            int64_t m = hi - i < EW_BLOCK ? hi - i : EW_BLOCK;
+            for (int k = 1; k < a->nops; k++) {
+                int64_t es = (int64_t)ev__dsize(a->in_dt[k]);
+                if (a->in_mode[k] == EW_DIRECT) {
+                    in[k - 1] = a->ptrs[k] + i * si;
+                } else {
+                    if (a->in_mode[k] == EW_CONVERT) {
+                        ev__cast_strided(buf[k - 1], a->loop_in, si, a->ptrs[k] + i * es,
+                                         a->in_dt[k], es, m);
+                    }
+                    in[k - 1] = buf[k - 1];
+                }
+            }
+            a->loop(a->ptrs[0] + i * so, in, m, &ctx);
+        }
+    }
     if (ctx.err) {
         atomic_store_explicit(&sp->err, ctx.err, memory_order_relaxed);
     }
