@@ -438,24 +438,47 @@ VM_INLINE float expm1_f32(float x)
     return x == 0.0f ? x : r;
 }
 
-/* log2 and log10 from log_f32's reduction in float, then t + y (y is
- * much smaller than t) scaled and added to e in double, one rounding at the
- * end: within 0.95 ulp (log2) and 0.9 (log10) at 1.7 times the speed of
- * the double log. log2 is exact at powers of 2. */
+/* log2 and log10 from log_f32's reduction, all in float: x = 2^e (1 + t),
+ * log(1 + t) = t + y with |y| < |t| / 5, summed into s_hi + s_lo with s_hi
+ * of 12 bits (t - s_hi is exact by Sterbenz), so that s_hi times the
+ * constant's 12 leading bits is exact and only small terms round; e times
+ * log10(2)'s 16 leading bits is exact too. Within 1.0 ulp (log2; 0.952
+ * over every float) and 0.9 (log10; 0.881), 25% faster than a double tail
+ * was (Cephes' form, t times the constant rounded, is faster still but
+ * has 1.5 and 2.0 ulp). log2 is exact at powers of 2. */
+VM_INLINE float vm_log_sum_split_f32(float x, float *ef, float *s_lo)
+{
+    float t, z;
+    float y = vm_log_reduce_f32(x, &t, &z, ef) - 0.5f * z;
+    float sv = t + y;
+    uint32_t b;
+    memcpy(&b, &sv, sizeof b);
+    b &= 0xfffff000u;
+    float s_hi;
+    memcpy(&s_hi, &b, sizeof s_hi);
+    *s_lo = (t - s_hi) + y;
+    return s_hi;
+}
+
 VM_INLINE float log2_f32(float x)
 {
-    float t, z, ef;
-    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
-    double r = ((double)t + (double)y) * 1.4426950408889634 + (double)ef;
-    return vm_log_specials_f32(x, (float)r);
+    float ef, s_lo;
+    float s_hi = vm_log_sum_split_f32(x, &ef, &s_lo);
+    /* log2(e) = 0x1.716p+0 - 1.7605285e-4 */
+    float lo = s_lo * 1.44269504088896341f + s_hi * -1.7605285393074155e-04f;
+    float r = ef + (s_hi * 0x1.716p+0f + lo);
+    return vm_log_specials_f32(x, r);
 }
 
 VM_INLINE float log10_f32(float x)
 {
-    float t, z, ef;
-    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
-    double r = ((double)t + (double)y) * 0.4342944819032518 + (double)ef * 0.3010299956639812;
-    return vm_log_specials_f32(x, (float)r);
+    float ef, s_lo;
+    float s_hi = vm_log_sum_split_f32(x, &ef, &s_lo);
+    /* log10(e) = 0x1.bccp-2 - 3.1689971e-5, log10(2) = 0x1.3442p-2 - 3.0243555e-6 */
+    float lo = s_lo * 0.4342944819032518f + (s_hi * -3.168997136526741e-05f +
+                                             ef * -3.024355464731343e-06f);
+    float r = ef * 0x1.3442p-2f + (s_hi * 0x1.bccp-2f + lo);
+    return vm_log_specials_f32(x, r);
 }
 
 /* log1p in float (within 0.9 ulp, twice as fast as the double form): u =

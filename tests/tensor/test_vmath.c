@@ -343,7 +343,7 @@ static const ucase unary_cases[] = {
     {"tan", tan_arr, tan, 0.501},
     {"exp2", exp2_arr, exp2, 1.1},
     {"expm1", expm1_arr, expm1, 0.501},
-    {"log2", log2_arr, log2, 0.95},
+    {"log2", log2_arr, log2, 1.0},
     {"log10", log10_arr, log10, 0.9},
     {"log1p", log1p_arr, log1p, 0.9},
     {"sinh", sinh_arr, sinh, 0.501},
