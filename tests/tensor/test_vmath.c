@@ -150,6 +150,10 @@ static const float specials[] = {
     0.785398185f, 1e-8f, -1e-8f, 0.625f, 9.0f, 10.0f, 0.999999940f, 1.00000012f,
     -0.999999940f, -1.00000012f, 3.92f, 4.0f, 0x1p-126f, 0x1p-127f, 0x1p-140f, 1e30f,
     8388608.0f, 16777216.0f, 0x1p24f, 0x1p63f, 0x1p127f,
+    /* expm1's and cosh's overflow edges, expm1's -1 clamp, asinh's and
+     * acosh's switch to log + log 2, atan2's scaling of huge pairs. */
+    88.7228394f, 88.8f, 89.4159851f, 89.4159927f, -30.0f, -17.0f, 16777218.0f, 0x1p126f,
+    0x1.8p126f, -0x1p126f,
 };
 #define N_SPECIALS ((int)(sizeof specials / sizeof specials[0]))
 
