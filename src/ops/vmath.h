@@ -9,12 +9,12 @@
  * polynomial there (relative error near 1e-12) rounded once to float is
  * correctly rounded but for results within about 1e-4 ulp of a tie, with no
  * cancellation or overflow to guard against in the float range. exp,
- * log, tanh, sigmoid, exp2, log2, log10, log1p, atan, asin and acos, where
- * NumPy's SIMD forms are fastest, work in float (16 lanes on AVX-512, not
- * 8) within 0.85 to 2.5 ulp. Each function's comment gives its error
- * bound in ulp of the float result against the exact value (0.5 is
- * correctly rounded); tests/tensor/test_vmath.c checks every bound over a
- * dense sample of all float32 bit patterns (the float forms' bounds were
+ * log, tanh, sigmoid, exp2, expm1, log2, log10, log1p, sinh, cosh, asinh,
+ * acosh, atanh, atan, asin and acos, where NumPy's SIMD forms are fastest,
+ * work in float (16 lanes on AVX-512, not 8) within 0.85 to 2.5 ulp. Each function's comment
+ * gives its error bound in ulp of the float result against the exact value
+ * (0.5 is correctly rounded); tests/tensor/test_vmath.c checks every bound
+ * over a dense sample of all float32 bit patterns (the float forms' bounds were
  * also checked once over every float; sigmoid's over (-104, 20)). Special
  * values (NaN, infinities, signed zeros, subnormals) give what glibc's
  * float functions give. */
@@ -49,10 +49,10 @@ VM_INLINE float pow2i_f32(int32_t k) /* k in [-126, 127] */
     return f;
 }
 
-VM_INLINE float exp_f32(float x)
+/* x = k ln 2 + r (x within [-104, 90], or NaN): returns e^r - 1 = r + r^2
+ * P(r) in full relative precision, k in *kf (as a float, NaN for NaN). */
+VM_INLINE float vm_expm1_reduced_f32(float xc, float *kf_out)
 {
-    float xc = x > 89.0f ? 89.0f : x;
-    xc = xc < -104.0f ? -104.0f : xc;
     /* Round to nearest by the 1.5 * 2^23 trick (no call to rintf). */
     float kf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - kf * 0.693359375f;
@@ -60,9 +60,23 @@ VM_INLINE float exp_f32(float x)
     float z = r * r;
     float y = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
                 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
-    y = y * z + r + 1.0f;
+    *kf_out = kf;
+    return y * z + r;
+}
+
+VM_INLINE int32_t vm_kf_int(float kf)
+{
     /* NaN would make the conversion undefined; its result is NaN anyway. */
-    int32_t k = (int32_t)(kf == kf ? kf : 0.0f);
+    return (int32_t)(kf == kf ? kf : 0.0f);
+}
+
+VM_INLINE float exp_f32(float x)
+{
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    float kf;
+    float y = vm_expm1_reduced_f32(xc, &kf) + 1.0f;
+    int32_t k = vm_kf_int(kf);
     int32_t k1 = k >> 1;
     return y * pow2i_f32(k1) * pow2i_f32(k - k1);
 }
@@ -429,72 +443,129 @@ VM_INLINE float exp2_f32(float x)
     return p * pow2i_f32(k1) * pow2i_f32(k - k1);
 }
 
+/* expm1 in float from exp_f32's reduction: e^x - 1 = s q + (s - 1) with s
+ * = 2^k exact and q = e^r - 1 (the difference cancels little: |r| <=
+ * ln(2) / 2). Above k = 64 (where the -1 no longer counts) s is halved and
+ * the sum doubled, so that 2^128 need not be formed; below -30 the result
+ * is -1. Within 1.6 ulp (1.57 over every float; where k = 1 and r < 0 the
+ * sum cancels by 2.4), twice as fast as the double form. */
 VM_INLINE float expm1_f32(float x)
 {
-    double d = x;
-    d = d > 100.0 ? 100.0 : d;
-    d = d < -120.0 ? -120.0 : d;
-    float r = (float)vm_expm1_d(d);
+    float xc = x > 88.8f ? 88.8f : x; /* k <= 128: overflows to inf */
+    xc = xc < -30.0f ? -30.0f : xc;
+    float kf;
+    float q = vm_expm1_reduced_f32(xc, &kf);
+    int32_t k = vm_kf_int(kf);
+    int big = k > 64;
+    float sv = pow2i_f32(big ? k - 1 : k);
+    float r = (sv * q + (sv - (big ? 0.5f : 1.0f))) * (big ? 2.0f : 1.0f);
     return x == 0.0f ? x : r;
 }
 
-/* log2 and log10 from log_f32's reduction in float, then t + y (y is
- * much smaller than t) scaled and added to e in double, one rounding at the
- * end: within 0.95 ulp (log2) and 0.9 (log10) at 1.7 times the speed of
- * the double log. log2 is exact at powers of 2. */
+/* log2 and log10 from log_f32's reduction, all in float: x = 2^e (1 + t),
+ * log(1 + t) = t + y with |y| < |t| / 5, summed into s_hi + s_lo with s_hi
+ * of 12 bits (t - s_hi is exact by Sterbenz), so that s_hi times the
+ * constant's 12 leading bits is exact and only small terms round; e times
+ * log10(2)'s 16 leading bits is exact too. Within 1.0 ulp (log2; 0.952
+ * over every float) and 0.9 (log10; 0.881), 25% faster than a double tail
+ * was (Cephes' form, t times the constant rounded, is faster still but
+ * has 1.5 and 2.0 ulp). log2 is exact at powers of 2. */
+VM_INLINE float vm_log_sum_split_f32(float x, float *ef, float *s_lo)
+{
+    float t, z;
+    float y = vm_log_reduce_f32(x, &t, &z, ef) - 0.5f * z;
+    float sv = t + y;
+    uint32_t b;
+    memcpy(&b, &sv, sizeof b);
+    b &= 0xfffff000u;
+    float s_hi;
+    memcpy(&s_hi, &b, sizeof s_hi);
+    *s_lo = (t - s_hi) + y;
+    return s_hi;
+}
+
 VM_INLINE float log2_f32(float x)
 {
-    float t, z, ef;
-    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
-    double r = ((double)t + (double)y) * 1.4426950408889634 + (double)ef;
-    return vm_log_specials_f32(x, (float)r);
+    float ef, s_lo;
+    float s_hi = vm_log_sum_split_f32(x, &ef, &s_lo);
+    /* log2(e) = 0x1.716p+0 - 1.7605285e-4 */
+    float lo = s_lo * 1.44269504088896341f + s_hi * -1.7605285393074155e-04f;
+    float r = ef + (s_hi * 0x1.716p+0f + lo);
+    return vm_log_specials_f32(x, r);
 }
 
 VM_INLINE float log10_f32(float x)
 {
-    float t, z, ef;
-    float y = vm_log_reduce_f32(x, &t, &z, &ef) - 0.5f * z;
-    double r = ((double)t + (double)y) * 0.4342944819032518 + (double)ef * 0.3010299956639812;
-    return vm_log_specials_f32(x, (float)r);
+    float ef, s_lo;
+    float s_hi = vm_log_sum_split_f32(x, &ef, &s_lo);
+    /* log10(e) = 0x1.bccp-2 - 3.1689971e-5, log10(2) = 0x1.3442p-2 - 3.0243555e-6 */
+    float lo = s_lo * 0.4342944819032518f + (s_hi * -3.168997136526741e-05f +
+                                             ef * -3.024355464731343e-06f);
+    float r = ef * 0x1.3442p-2f + (s_hi * 0x1.bccp-2f + lo);
+    return vm_log_specials_f32(x, r);
 }
 
 /* log1p in float (within 0.9 ulp, twice as fast as the double form): u =
  * 1 + x rounded, log u by log_f32's reduction with the rounding's
  * first-order correction (x - (u - 1)) / u added to its small part. */
-VM_INLINE float log1p_f32(float x)
+/* log1p(xc + lo) for xc > -1 finite and |lo| <= ulp(xc), without the
+ * special cases: lo is the rounding error of a sum that formed xc. */
+VM_INLINE float vm_log1p2_core_f32(float xc, float lo)
 {
-    float xc = x > -1.0f && x <= 3.40282347e38f ? x : 0.0f;
     float u = 1.0f + xc;
-    float c = (xc - (u - 1.0f)) / u;
+    float c = ((xc - (u - 1.0f)) + lo) / u;
     float t, z, ef;
     float y = vm_log_reduce_f32(u, &t, &z, &ef);
     y += c;
     y += -2.12194440e-4f * ef;
     y += -0.5f * z;
     float r = t + y;
-    r += 0.693359375f * ef;
+    return r + 0.693359375f * ef;
+}
+
+VM_INLINE float log1p_f32(float x)
+{
+    float r = vm_log1p2_core_f32(x > -1.0f && x <= 3.40282347e38f ? x : 0.0f, 0.0f);
     r = x == -1.0f ? -INFINITY : r;
     r = x == INFINITY ? INFINITY : r;
     r = x < -1.0f || x != x ? NAN : r;
     return x == 0.0f ? x : r;
 }
 
+/* e^a / 2 for a in [0, 90] (or NaN) as exp_f32, 2^(k-1) in two halves, so
+ * that it is finite up to cosh's overflow (89.4) and not e^a's (88.7). */
+VM_INLINE float vm_exp_half_f32(float a)
+{
+    float kf;
+    float y = vm_expm1_reduced_f32(a, &kf) + 1.0f;
+    int32_t k = vm_kf_int(kf) - 1;
+    int32_t k1 = k >> 1;
+    return y * pow2i_f32(k1) * pow2i_f32(k - k1);
+}
+
+/* sinh and cosh in float from h = e^|x| / 2: cosh = h + 1/(4h), sinh = h -
+ * 1/(4h) above |x| = 1 (where the difference cancels by at most 1.2) and
+ * x + x^3 P(x^2) by Taylor to x^11 below. Within 1.7 and 1.5 ulp (1.62 and
+ * 1.44 over every float), twice as fast as the double forms. */
 VM_INLINE float sinh_f32(float x)
 {
-    double a = x < 0.0f ? -(double)x : (double)x;
-    a = a > 100.0 ? 100.0 : a;
-    double em = vm_expm1_d(a); /* sinh a = (em + em / (em + 1)) / 2: no cancellation */
-    double r = 0.5 * (em + em / (em + 1.0));
-    r = x < 0.0f ? -r : r;
-    return x == 0.0f ? x : (float)r;
+    float a = x < 0.0f ? -x : x;
+    float h = vm_exp_half_f32(a > 90.0f ? 90.0f : a);
+    float big = h - 0.25f / h;
+    float z = x * x;
+    float p = ((((2.505210838544172e-08f * z + 2.755731922398589e-06f) * z +
+                 1.984126984126984e-04f) * z + 8.333333333333333e-03f) * z +
+               1.666666666666667e-01f) * z;
+    float small = x + x * p;
+    big = x < 0.0f ? -big : big;
+    return a > 1.0f ? big : small; /* small keeps -0 and NaN */
 }
 
 VM_INLINE float cosh_f32(float x)
 {
-    double a = x < 0.0f ? -(double)x : (double)x;
-    a = a > 100.0 ? 100.0 : a;
-    double e = vm_exp_d(a);
-    return (float)(0.5 * (e + 1.0 / e));
+    float a = x < 0.0f ? -x : x;
+    float h = vm_exp_half_f32(a > 90.0f ? 90.0f : a);
+    return h + 0.25f / h;
 }
 
 /* sigmoid in float from e = e^(-|x|), which never overflows: 1 / (1 + e)
@@ -593,38 +664,57 @@ VM_INLINE float acos_f32(float x)
     return (float)(big ? r : small);
 }
 
-/* asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), x^2 exact in double. */
+/* asinh, acosh and atanh in float through log1p_f32's core (0.9 ulp),
+ * whose argument is formed with few roundings (the last sum's error passed
+ * on as lo) and enters with a condition number of at most 1; 1.5 times as
+ * fast as the double forms. asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 +
+ * x^2))); above 2^24 log1p(|x|) + log 2 (relative error below 1e-8), so
+ * that x^2 need not overflow. Within 1.3 ulp (1.251 over every float). */
 VM_INLINE float asinh_f32(float x)
 {
-    double a = x < 0.0f ? -(double)x : (double)x;
-    double ac = a > 1e300 ? 1.0 : a; /* inf: selected below */
-    double a2 = ac * ac;
-    double r = vm_log1p_d(ac + a2 / (1.0 + sqrt(1.0 + a2)));
-    r = a > 1e300 ? INFINITY : r;
+    float a = x < 0.0f ? -x : x;
+    int big = a > 0x1p24f; /* inf included */
+    float ac = big ? 1.0f : a;
+    float a2 = ac * ac;
+    float q = a2 / (1.0f + sqrtf(1.0f + a2));
+    float u = ac + q, lo = (ac - u) + q; /* q <= ac: lo is u's rounding error */
+    float r = vm_log1p2_core_f32(big ? (a > 3.40282347e38f ? 1.0f : a) : u, big ? 0.0f : lo);
+    r += big ? 0.693147182f : 0.0f;
+    r = a > 3.40282347e38f ? INFINITY : r;
     r = x < 0.0f ? -r : r;
-    return x == 0.0f || x != x ? x : (float)r;
+    return x == 0.0f || x != x ? x : r;
 }
 
-/* acosh x = log1p((x - 1) + sqrt((x - 1)(x + 1))) for x >= 1. */
+/* acosh x = log1p((x - 1) + sqrt((x - 1)(x + 1))) for x >= 1 (x - 1 exact
+ * below 2), log1p(x) + log 2 above 2^24. Within 1.9 ulp (1.817 over every
+ * float, near 1 where the root's rounding counts in full). */
 VM_INLINE float acosh_f32(float x)
 {
-    double d = x >= 1.0f && x <= 3.40282347e38f ? (double)x : 1.0;
-    double xm = d - 1.0;
-    float r = (float)vm_log1p_d(xm + sqrt(xm * (d + 1.0)));
-    r = x == INFINITY ? INFINITY : r;
+    int big = x > 0x1p24f;
+    float d = x >= 1.0f && !big ? x : 1.0f;
+    float xm = d - 1.0f;
+    float sq = sqrtf(xm * xm + (xm + xm)); /* one rounding that counts */
+    float u = sq + xm, lo = (sq - u) + xm; /* xm <= sq: lo is u's rounding error */
+    float r = vm_log1p2_core_f32(big ? (x > 3.40282347e38f ? 1.0f : x) : u, big ? 0.0f : lo);
+    r += big ? 0.693147182f : 0.0f;
+    r = x > 3.40282347e38f ? INFINITY : r;
     return x < 1.0f || x != x ? NAN : r;
 }
 
-/* atanh |x| = log1p(2|x| / (1 - |x|)) / 2. */
+/* atanh |x| = log1p(2|x| / (1 - |x|)) / 2 for |x| >= 1/2 (1 - |x| exact),
+ * Cephes' odd polynomial below. Within 1.1 ulp (1.043 over every float). */
 VM_INLINE float atanh_f32(float x)
 {
-    double a = x < 0.0f ? -(double)x : (double)x;
-    double ac = a < 1.0 ? a : 0.5;
-    double r = 0.5 * vm_log1p_d(2.0 * ac / (1.0 - ac));
-    r = a == 1.0 ? INFINITY : r;
-    r = x < 0.0f ? -r : r;
-    r = a > 1.0 ? NAN : r;
-    return x == 0.0f || x != x ? x : (float)r;
+    float a = x < 0.0f ? -x : x;
+    float ac = a < 1.0f ? a : 0.5f;
+    float big = 0.5f * vm_log1p2_core_f32((ac + ac) / (1.0f - ac), 0.0f);
+    big = a == 1.0f ? INFINITY : big;
+    big = x < 0.0f ? -big : big;
+    float z = x * x;
+    float p = ((((1.81740078349e-1f * z + 8.24370301058e-2f) * z + 1.46691431730e-1f) * z +
+                1.99782164500e-1f) * z + 3.33337300303e-1f) * z;
+    float small = x + x * p; /* keeps -0 and NaN */
+    return a > 1.0f ? NAN : a >= 0.5f ? big : small;
 }
 
 /* tan on the bounded range of sin_f32_bounded: x = n pi/2 + r with |r| <=
@@ -670,22 +760,40 @@ VM_INLINE float hypot_f32(float x, float y)
     return x == INFINITY || x == -INFINITY || y == INFINITY || y == -INFINITY ? INFINITY : r;
 }
 
-/* atan2 as C99: the angle of (x, y) from atan(|y| / |x|) (or |x| / |y|,
- * whichever is at most 1: both infinite give pi/4), then the quadrant. */
+/* atan2 as C99 in float: with n = min(|x|, |y|) and d = max, atan(n / d)
+ * by vm_atan_pos_f32's polynomial (v = n / d, or (n - d) / (n + d) = tan(a
+ * - pi/4) from n >= d/2, where n - d is exact: one division), then the
+ * angle k pi/4 +- w of the octant added in double, one rounding: within
+ * 1.8 ulp (1.79 over 1e8 pairs), twice as fast as the double form. Equal
+ * (infinite) arguments give pi/4 and both zero 0 before the quadrant; d
+ * above 2^126 scales both by 1/4 so that n + d stays finite. */
 VM_INLINE float atan2_f32(float y, float x)
 {
-    double ay = y < 0.0f ? -(double)y : (double)y;
-    double ax = x < 0.0f ? -(double)x : (double)x;
+    float ay = y < 0.0f ? -y : y;
+    float ax = x < 0.0f ? -x : x;
     int swap = ay > ax;
-    double num = swap ? ax : ay, den = swap ? ay : ax;
-    double q = num / den;
-    q = num == den ? 1.0 : q; /* both infinite (both zero: see below) */
-    q = den == 0.0 ? 0.0 : q;
-    double a = vm_atan_d(q);
-    a = swap ? 1.5707963267948966 - a : a;
-    /* x negative, or -0: the angle from the negative axis. */
+    float num = swap ? ax : ay, den = swap ? ay : ax;
+    float sc = den > 0x1p126f ? 0.25f : 1.0f;
+    num *= sc;
+    den *= sc;
+    int mid = num + num >= den && den != 0.0f; /* 2n exact: n <= 2^126 */
+    float v = (mid ? num - den : num) / (mid ? num + den : den);
+    v = num == den ? 0.0f : v; /* both infinite, or both zero */
+    float z = v * v;
+    float p = ((((0.042256858199834824f * z - 0.0823550596833229f) * z +
+                 0.11006880551576614f) * z - 0.14279800653457642f) * z +
+               0.19999875128269196f) * z - 0.3333333432674408f;
+    float w = v + v * (z * p);
+    /* angle = k pi/4 + sw w: mid adds pi/4, swap takes pi/2 minus it, x
+     * negative (or -0) pi minus that. */
     int xneg = x < 0.0f || (x == 0.0f && signbit(x));
-    a = xneg ? 3.141592653589793 - a : a;
+    float k = mid ? 1.0f : 0.0f;
+    float sw = 1.0f;
+    k = swap ? 2.0f - k : k;
+    sw = swap ? -sw : sw;
+    k = xneg ? 4.0f - k : k;
+    sw = xneg ? -sw : sw;
+    double a = (double)k * 0.78539816339744831 + (double)(sw * w);
     a = y < 0.0f || (y == 0.0f && signbit(y)) ? -a : a;
     return x != x || y != y ? x + y : (float)a;
 }
