@@ -54,18 +54,21 @@ static int all_strides_zero(const ev_tensor *t)
 }
 
 /* 1 if the output is dense and in the loop's dtype, and each input (of the
- * output's shape: inputs were broadcast to it) is dense or one broadcast
- * value: then the loop runs over the whole buffer without an iterator, and
+ * output's shape: inputs were broadcast to it) is laid out as the output or
+ * is one broadcast value: then the loop runs over the whole buffer without an iterator, and
  * the instruction carries pointers only. Sets in_mode and in_dt. */
 static int ew_dense(ew_arg *a)
 {
-    if (a->ops[0]->dtype != a->loop_out || !ev_tensor_is_contiguous(a->ops[0])) {
+    /* A dense block in any order: a transposed result of transposed inputs
+     * is one flat loop too. */
+    const ev_tensor *out = a->ops[0];
+    if (out->dtype != a->loop_out || !ev__tensor_is_dense(out)) {
         return 0;
     }
     for (int k = 1; k < a->nops; k++) {
         const ev_tensor *t = a->ops[k];
         a->in_dt[k] = t->dtype;
-        if (ev_tensor_is_contiguous(t)) {
+        if (ev__same_strides(t, out)) {
             a->in_mode[k] = t->dtype == a->loop_in ? EW_DIRECT : EW_CONVERT;
         } else if (all_strides_zero(t)) {
             a->in_mode[k] = EW_SCALAR;

@@ -281,7 +281,8 @@ static int copy_kernel(void *p, ev_kctx *kc)
     return 0;
 }
 
-/* A copy between two contiguous tensors of one shape: only pointers travel,
+/* A copy between two tensors of one dense layout (contiguous, or permuted
+ * alike: a cast of a transposed tensor): only pointers travel,
  * as dense elementwise ops do (src/ops/elementwise.c). The engine keeps both
  * storages until the instruction has run, so the tensors are dropped on the
  * issuing thread: an output the program drops at once (clone(x), cat, a
@@ -322,7 +323,7 @@ int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src
         return rc;
     }
     a.dst = ev_tensor_ref(dst);
-    if (dst->numel > 0 && ev_tensor_is_contiguous(dst) && ev_tensor_is_contiguous(a.src)) {
+    if (ev__tensor_is_dense(dst) && ev__same_strides(dst, a.src)) {
         dense_copy_arg d = {ev__tensor_ptr(dst), ev__tensor_ptr(a.src), dst->numel, dst->dtype,
                             a.src->dtype};
         rc = ev__submit(ex, name, dense_copy_kernel, &d, sizeof d, NULL, &a.src, 1, &a.dst, 1);
@@ -532,7 +533,7 @@ int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
     memset(&a, 0, sizeof a);
     a.t = ev_tensor_ref(t);
     ev__scalar_store(t->dtype, value, a.value);
-    if (t->numel > 0 && ev_tensor_is_contiguous(t)) {
+    if (ev__tensor_is_dense(t)) {
         /* Pointers only, the tensor dropped here: see dense_copy_arg. */
         dense_fill_arg d = {ev__tensor_ptr(t), t->numel, ev__dsize(t->dtype), {0}};
         memcpy(d.value, a.value, sizeof d.value);

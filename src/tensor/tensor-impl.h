@@ -193,6 +193,14 @@ int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
 int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
                         const int64_t *shape, ev_tensor *const *likes, int nlikes,
                         ev_tensor **out);
+/* 1 if t's elements fill one block of numel elements with positive strides
+ * in some order of its dimensions (contiguous, or a permuted contiguous
+ * layout such as a transpose); 0 for an empty t. */
+int ev__tensor_is_dense(const ev_tensor *t);
+/* 1 if a and b have one shape and step through it alike (strides compared
+ * where a dimension is longer than 1): a flat loop from each one's first
+ * element then pairs their elements. */
+int ev__same_strides(const ev_tensor *a, const ev_tensor *b);
 /* A new tensor struct viewing t's storage with the given layout. */
 int ev__tensor_alias(const ev_tensor *t, ev_dtype dtype, int ndim, const int64_t *shape,
                      const int64_t *strides, int64_t offset, ev_tensor **out);

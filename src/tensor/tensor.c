@@ -316,6 +316,25 @@ static int dense_order(const ev_tensor *t, int *perm)
     return n;
 }
 
+int ev__tensor_is_dense(const ev_tensor *t)
+{
+    int perm[EV_MAX_DIMS];
+    return t->numel > 0 && dense_order(t, perm) >= 0;
+}
+
+int ev__same_strides(const ev_tensor *a, const ev_tensor *b)
+{
+    if (a->ndim != b->ndim) {
+        return 0;
+    }
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] != b->shape[d] || (a->shape[d] != 1 && a->strides[d] != b->strides[d])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
                         const int64_t *shape, ev_tensor *const *likes, int nlikes,
                         ev_tensor **out)

@@ -66,3 +66,21 @@ def test_in_place_ops_on_transposed_views_write_through():
     t = a.T
     t.add_(1.0)
     np.testing.assert_allclose(a.numpy(), an + 1, rtol=1e-6)
+
+
+def test_transposed_results_reuse_memory_while_queued():
+    """An op on a transposed tensor gives a transposed result by the dense
+    path (pointers only), so its dropped results leave their blocks to the
+    next op of the stream, as contiguous ones do."""
+    x = ev.ones(1024, 1024).T
+    ev.synchronize()
+    m = ev.ones(2048, 2048)
+    busy = m @ m
+    s0 = ev._C._stats()
+    for _ in range(50):
+        r = -x
+        c = ev.cast(x, ev.float64)
+    s1 = ev._C._stats()
+    assert s1["alloc_stream_reuses"] - s0["alloc_stream_reuses"] >= 50
+    del busy
+    assert np.all(r.numpy() == -1) and np.all(c.numpy() == 1)
