@@ -258,27 +258,6 @@ static double lse_row_any(const char *row, int64_t c, int64_t cs, ev_dtype dt)
     return m + log(s);
 }
 
-/* ev__parallel_for over n tasks: the pool rounds its chunks up to 64
- * elements (cache lines of a float loop), which would put up to 64 rows
- * in one chunk, on one thread; so each task counts as 64 elements there. */
-typedef struct par_tasks_ctx {
-    void (*fn)(int64_t lo, int64_t hi, void *ctx);
-    void *ctx;
-} par_tasks_ctx;
-
-static void par_tasks_range(int64_t lo, int64_t hi, void *p)
-{
-    const par_tasks_ctx *t = p;
-    t->fn(lo / 64, hi / 64, t->ctx);
-}
-
-static void par_tasks(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
-                      void *ctx)
-{
-    par_tasks_ctx t = {fn, ctx};
-    ev__parallel_for(n * 64, (grain < 1 ? 1 : grain) * 64, par_tasks_range, &t);
-}
-
 /* Rows [lo, hi) of a cross-entropy: each sample's loss into loss[i] (in
  * float64), the first invalid target kept in bad. */
 typedef struct xent_job {
@@ -328,7 +307,7 @@ static int xent_kernel(void *p, ev_kctx *kc)
     /* Rows of at least EV__PARALLEL_GRAIN / 8 elements a chunk: exp makes
      * each element dearer than a copy. */
     int64_t grain = (EV__PARALLEL_GRAIN / 8 + c) / (c + 1);
-    par_tasks(n, grain, xent_rows, &j);
+    ev__parallel_for(n, grain, xent_rows, &j);
     int64_t bad = atomic_load(&j.bad);
     if (bad != INT64_MAX) {
         int64_t tsz = (int64_t)ev__dsize(t->dtype);

@@ -112,27 +112,6 @@ const char *ev_reduce_op_name(int op)
 PAIRWISE(f32, float)
 PAIRWISE(f64, double)
 
-/* ev__parallel_for over n tasks: the pool rounds its chunks up to 64
- * elements (cache lines of a float loop), which would put up to 64 tasks
- * in one chunk, on one thread; so each task counts as 64 elements there. */
-typedef struct par_tasks_ctx {
-    void (*fn)(int64_t lo, int64_t hi, void *ctx);
-    void *ctx;
-} par_tasks_ctx;
-
-static void par_tasks_range(int64_t lo, int64_t hi, void *p)
-{
-    const par_tasks_ctx *t = p;
-    t->fn(lo / 64, hi / 64, t->ctx);
-}
-
-static void par_tasks(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
-                      void *ctx)
-{
-    par_tasks_ctx t = {fn, ctx};
-    ev__parallel_for(n * 64, (grain < 1 ? 1 : grain) * 64, par_tasks_range, &t);
-}
-
 /* Pairwise sums of long rows, split over the intra-op threads. The tree is
  * cut at nodes of at most `leaf` elements; each leaf is summed by the
  * serial code above and the leaves are combined along the same tree, so the
@@ -205,7 +184,7 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     }
     ps->n_leaves = 0;
     par_leaves(ps, 0, n);
-    par_tasks(ps->n_leaves, 1, par_sum_range, ps);
+    ev__parallel_for(ps->n_leaves, 1, par_sum_range, ps);
     int k = 0;
     *out = esize == 4 ? (double)par_combine_f32(ps, n, &k) : par_combine_f64(ps, n, &k);
     ev__free(ps);
@@ -601,7 +580,7 @@ static void extval_parallel(ev_dtype dt, const void *x, int64_t n, int want_max,
     j.part = (n + EXT_PARTS - 1) / EXT_PARTS;
     j.part = (j.part + EXT_CHUNK - 1) / EXT_CHUNK * EXT_CHUNK;
     int64_t parts = (n + j.part - 1) / j.part;
-    par_tasks(parts, 1, extval_parts, &j);
+    ev__parallel_for(parts, 1, extval_parts, &j);
     /* Combined as ext_beats: a NaN beats anything but an earlier NaN. */
     switch (dt) {
 #define EXTVAL_COMBINE(T, F)                                                          \
@@ -631,7 +610,7 @@ static int64_t extrema_parallel(ev_dtype dt, const void *x, int64_t n, int want_
     j.part = (n + EXT_PARTS - 1) / EXT_PARTS;
     j.part = (j.part + EXT_CHUNK - 1) / EXT_CHUNK * EXT_CHUNK;
     int64_t parts = (n + j.part - 1) / j.part;
-    par_tasks(parts, 1, ext_parts, &j);
+    ev__parallel_for(parts, 1, ext_parts, &j);
     int64_t at = j.at[0];
     for (int64_t k = 1; k < parts; k++) {
         if (ext_beats(dt, x, j.at[k], at, want_max)) {
@@ -960,7 +939,7 @@ static int truth_run(ev_dtype dt, const void *x, int64_t n, int want_all)
     j.part = (j.n + TRUTH_PARTS - 1) / TRUTH_PARTS;
     j.part = (j.part + TRUTH_CHUNK - 1) / TRUTH_CHUNK * TRUTH_CHUNK;
     int64_t parts = (j.n + j.part - 1) / j.part;
-    par_tasks(parts, 1, truth_parts, &j);
+    ev__parallel_for(parts, 1, truth_parts, &j);
     for (int64_t k = 0; k < parts; k++) {
         if (j.res[k] != want_all) {
             return !want_all;
@@ -1059,7 +1038,7 @@ static part_val parts_reduce_dt(int what, ev_dtype dt, const void *x, int64_t n,
     j.part = (n + RED_PARTS - 1) / RED_PARTS;
     j.part = (j.part + 4095) / 4096 * 4096;
     int64_t parts = (n + j.part - 1) / j.part;
-    par_tasks(parts, 1, parts_run, &j);
+    ev__parallel_for(parts, 1, parts_run, &j);
     part_val r = j.out[0];
     for (int64_t k = 1; k < parts; k++) {
         switch (what) {
@@ -1661,7 +1640,7 @@ static int red_outer_segments(red_arg *a, int nk, ev__iter *rit, int64_t len, in
     }
     int64_t nblk = (len + OUTER_COLS - 1) / OUTER_COLS;
     int64_t per = OUTER_SEG * (len < OUTER_COLS ? len : OUTER_COLS);
-    par_tasks(nblk * j.nseg, (PAR_SUM_MIN / 8 + per - 1) / per, seg_tasks, &j);
+    ev__parallel_for(nblk * j.nseg, (PAR_SUM_MIN / 8 + per - 1) / per, seg_tasks, &j);
     char *o = ev__tensor_ptr(a->out);
     char *out = arg ? j.vals : o; /* arg*: values combine in place in segment 0 */
     int64_t *oat = arg ? (int64_t *)o : NULL;
@@ -1714,7 +1693,7 @@ static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *k
     int64_t tasks = a->out->numel / len * j.nblk;
     int64_t per_task = nred * (len < OUTER_COLS ? len : OUTER_COLS);
     if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
-        par_tasks(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, outer_tasks, &j);
+        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, outer_tasks, &j);
     } else {
         outer_tasks(0, tasks, &j);
     }
@@ -1722,7 +1701,7 @@ static int red_outer(red_arg *a, int nk, const int64_t *kshape, const int64_t *k
 }
 
 /* Outputs [lo, hi) of a reduction whose rows are dense in the reducer's
- * dtype (red_kernel's direct path), for par_tasks. */
+ * dtype (red_kernel's direct path), for ev__parallel_for. */
 typedef struct rows_job {
     const red_arg *a;
     const char *base;
@@ -1860,7 +1839,7 @@ static int red_cols(red_arg *a, ev_kctx *kc, int nk, const int64_t *kshape,
     int64_t tasks = a->out->numel / len * j.nblk;
     int64_t per_task = nred * (len < width ? len : width);
     if (tasks > 1 && tasks * per_task >= PAR_SUM_MIN) {
-        par_tasks(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, cols_tasks, &j);
+        ev__parallel_for(tasks, (PAR_SUM_MIN / 4 + per_task - 1) / per_task, cols_tasks, &j);
     } else {
         cols_tasks(0, tasks, &j);
     }
@@ -1936,7 +1915,7 @@ static int red_kernel(void *p, ev_kctx *kc)
     if (direct && nout > 1 && nred > 0 && nout * nred >= PAR_SUM_MIN) {
         /* Many dense rows: split the outputs over the intra-op threads. */
         rows_job job = {a, base, o, osz, nred, nk, kshape, kstr, src};
-        par_tasks(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
+        ev__parallel_for(nout, (PAR_SUM_MIN / 4 + nred - 1) / nred, reduce_rows, &job);
         return 0;
     }
     int64_t idx[EV_MAX_DIMS] = {0};
@@ -2319,7 +2298,7 @@ static void smax_col_tasks(int64_t lo, int64_t hi, void *p)
     }
 }
 
-/* Lines [lo, hi) of a softmax, for par_tasks. A line that is not
+/* Lines [lo, hi) of a softmax, for ev__parallel_for. A line that is not
  * dense in both operands is copied into a buffer of its float type,
  * computed there and copied out. */
 static void smax_lines(int64_t lo, int64_t hi, void *p)
@@ -2381,13 +2360,13 @@ static int smax_kernel(void *p, ev_kctx *kc)
         j.nblk = (j.inner + SMAX_COLS - 1) / SMAX_COLS;
         int64_t tasks = j.lines.count / j.inner * j.nblk;
         int64_t per = len * (j.inner < SMAX_COLS ? j.inner : SMAX_COLS);
-        par_tasks(tasks, (EV__PARALLEL_GRAIN / 8 + per - 1) / per, smax_col_tasks, &j);
+        ev__parallel_for(tasks, (EV__PARALLEL_GRAIN / 8 + per - 1) / per, smax_col_tasks, &j);
         return 0;
     }
     /* Lines of at least EV__PARALLEL_GRAIN / 8 elements a chunk: exp makes
      * each element several times dearer than a copy. */
     int64_t grain = (EV__PARALLEL_GRAIN / 8 + len - 1) / len;
-    par_tasks(j.lines.count, grain, smax_lines, &j);
+    ev__parallel_for(j.lines.count, grain, smax_lines, &j);
     if (atomic_load(&j.nomem)) {
         return ev_kctx_fail(kc, EV_ENOMEM, "%s: cannot allocate a buffer",
                             a->log ? "log_softmax" : "softmax");
