@@ -768,16 +768,18 @@ static inline double exp_f64(double x)
     return p * exp2_bits_f64(k1) * exp2_bits_f64(k2);
 }
 
-/* The sum, in float64, of exp(x[i] - m) for float32 x by exp_f32, a block
- * of SMAX_BLOCK at a time through a scratch block. */
+/* The sum, in float64 lanes, of exp(x[i] - m) for float32 x by exp_f32, a
+ * block of SMAX_BLOCK at a time, the exps kept in out[0..n) (softmax) or
+ * in a scratch block (out NULL). out may be x. */
 EV__SIMD_CLONES
-static double sumexp_f32(const float *x, int64_t n, float m)
+static double sumexp_f32(const float *x, int64_t n, float m, float *out)
 {
     double r[32] = {0};
-    float e[SMAX_BLOCK];
+    float tmp[SMAX_BLOCK];
     double s = 0;
     for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
         int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        float *e = out ? out + b : tmp;
         for (int64_t k = 0; k < len; k++) {
             e[k] = exp_f32(x[b + k] - m);
         }
@@ -800,13 +802,14 @@ static double sumexp_f32(const float *x, int64_t n, float m)
 
 /* The same for float64 with exp_f64 (above). */
 EV__SIMD_CLONES
-static double sumexp_f64(const double *x, int64_t n, double m)
+static double sumexp_f64(const double *x, int64_t n, double m, double *out)
 {
     double r[16] = {0};
-    double e[SMAX_BLOCK];
+    double tmp[SMAX_BLOCK];
     double s = 0;
     for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
         int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
+        double *e = out ? out + b : tmp;
         for (int64_t k = 0; k < len; k++) {
             e[k] = exp_f64(x[b + k] - m);
         }
@@ -1000,8 +1003,8 @@ static part_val part_eval(int what, ev_dtype dt, const char *x, int64_t n, doubl
     case P_SUM64_F64: v.f64 = sum64_f64((const double *)x, n); break;
     case P_SQDEV_F32: v.f64 = sqdev_f32((const float *)x, n, arg); break;
     case P_SQDEV_F64: v.f64 = sqdev_f64((const double *)x, n, arg); break;
-    case P_SUMEXP_F32: v.f64 = sumexp_f32((const float *)x, n, (float)arg); break;
-    case P_SUMEXP_F64: v.f64 = sumexp_f64((const double *)x, n, arg); break;
+    case P_SUMEXP_F32: v.f64 = sumexp_f32((const float *)x, n, (float)arg, NULL); break;
+    case P_SUMEXP_F64: v.f64 = sumexp_f64((const double *)x, n, arg, NULL); break;
     case P_PROD_F32: v.f32 = prod_f32((const float *)x, n); break;
     case P_PROD_F64: v.f64 = prod_f64((const double *)x, n); break;
     default: v.u64 = prod_u64((const uint64_t *)x, n); break;
@@ -2126,37 +2129,14 @@ static void smax_drop(void *p)
  * their sum in float64 lanes (so the normaliser carries no float32
  * rounding), and one division (or, for log_softmax, subtraction) per
  * element. */
-#define SMAX_LANES 64
 EV__SIMD_CLONES
 static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
 {
     float m = extval_f32(x, n, 1);
     int64_t i;
-    /* exp of the shifted values, a block at a time, into y (softmax) or
-     * a scratch block (log_softmax, which reads x again after: x may be y). */
-    double sl[SMAX_LANES / 2] = {0};
-    double s = 0;
-    float tmp[SMAX_BLOCK];
-    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
-        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
-        float *e = log_ ? tmp : y + b;
-        for (int64_t k = 0; k < len; k++) {
-            e[k] = exp_f32(x[b + k] - m);
-        }
-        int64_t k = 0;
-        for (; k + SMAX_LANES / 2 <= len; k += SMAX_LANES / 2) {
-            LANE_UNROLL
-            for (int j = 0; j < SMAX_LANES / 2; j++) {
-                sl[j] += (double)e[k + j];
-            }
-        }
-        for (; k < len; k++) {
-            s += (double)e[k];
-        }
-    }
-    for (int j = 0; j < SMAX_LANES / 2; j++) {
-        s += sl[j];
-    }
+    /* The exps into y (softmax) or a scratch block (log_softmax, which
+     * reads x again after: x may be y). */
+    double s = sumexp_f32(x, n, m, log_ ? NULL : y);
     if (log_) {
         float ls = (float)log(s);
         for (i = 0; i < n; i++) {
@@ -2175,29 +2155,7 @@ EV__SIMD_CLONES
 static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
 {
     double m = extval_f64(x, n, 1);
-    double sl[16] = {0};
-    double s = 0;
-    double tmp[SMAX_BLOCK];
-    for (int64_t b = 0; b < n; b += SMAX_BLOCK) {
-        int64_t len = n - b < SMAX_BLOCK ? n - b : SMAX_BLOCK;
-        double *e = log_ ? tmp : y + b;
-        for (int64_t k = 0; k < len; k++) {
-            e[k] = exp_f64(x[b + k] - m);
-        }
-        int64_t k = 0;
-        for (; k + 16 <= len; k += 16) {
-            LANE_UNROLL
-            for (int j = 0; j < 16; j++) {
-                sl[j] += e[k + j];
-            }
-        }
-        for (; k < len; k++) {
-            s += e[k];
-        }
-    }
-    for (int j = 0; j < 16; j++) {
-        s += sl[j];
-    }
+    double s = sumexp_f64(x, n, m, log_ ? NULL : y);
     if (log_) {
         double ls = log(s);
         for (int64_t i = 0; i < n; i++) {
