@@ -13,7 +13,7 @@ typedef struct ew_arg {
     ev__loop_fn loop;
     const char *name;                 /* static */
     ev__loop_ctx ctx;
-    /* Set at submission when every operand is dense and in the loop's dtype:
+    /* Set at submission when the operands are dense alike (see ew_dense):
      * the kernel then runs from these alone and never reads a tensor struct
      * (each read would be a cache miss on the worker). */
     char *ptrs[EV__ITER_MAX_OPS];

@@ -319,7 +319,7 @@ static int dense_order(const ev_tensor *t, int *perm)
 int ev__tensor_is_dense(const ev_tensor *t)
 {
     int perm[EV_MAX_DIMS];
-    return t->numel > 0 && dense_order(t, perm) >= 0;
+    return t->numel > 0 && (ev_tensor_is_contiguous(t) || dense_order(t, perm) >= 0);
 }
 
 int ev__same_strides(const ev_tensor *a, const ev_tensor *b)
@@ -345,6 +345,10 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
         if (!t || t->ndim != ndim || t->numel < 2 ||
             memcmp(t->shape, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
             continue; /* broadcast (or a scalar): says nothing of the layout */
+        }
+        if (ev_tensor_is_contiguous(t)) {
+            found = -1; /* C order, whatever the others are (the usual case: no sort) */
+            continue;
         }
         int m = dense_order(t, found ? other : perm);
         if (m < 0 || (found && memcmp(perm, other, sizeof(int) * (size_t)m) != 0)) {
