@@ -97,6 +97,7 @@ __all__ = [
     'isnan',
     'le',
     'linspace',
+    'load',
     'log',
     'log10',
     'log1p',
@@ -144,6 +145,7 @@ __all__ = [
     'roll',
     'round',
     'rsqrt',
+    'save',
     'scatter_add',
     'show_config',
     'sigmoid',
@@ -633,6 +635,8 @@ def fix(input: TensorLike) -> Tensor: ...
 
 # Not in the op table yet.
 def config() -> Any: ...
+def load(path: Any) -> Any: ...
 def manual_seed(seed: Any) -> Any: ...
+def save(obj: Any, path: Any) -> Any: ...
 def show_config() -> Any: ...
 def synchronize() -> Any: ...
