@@ -148,7 +148,10 @@ def _flatten(obj):
         for k, v in obj.items():
             f.tensor(str(k), v, (k,))  # the names as they are, dots and all
         return f.entries, None
-    root = f.node(obj, ())
+    try:
+        root = f.node(obj, ())
+    except RecursionError:
+        raise ValueError("save(): obj is nested too deeply") from None
     structure = json.dumps({"version": _VERSION, "root": root}, ensure_ascii=False,
                            allow_nan=False, separators=(",", ":"))
     return f.entries, {_STRUCTURE: structure}
@@ -405,15 +408,20 @@ def _check_structure(fail, metadata, names):
         return None
     try:
         doc = json.loads(metadata[_STRUCTURE], parse_constant=_no_constant)
+    except RecursionError:
+        doc = fail("the structure in the metadata is nested too deeply")
     except ValueError as e:
-        fail(f"the structure in the metadata is not valid JSON: {e}")
+        doc = fail(f"the structure in the metadata is not valid JSON: {e}")
     if not isinstance(doc, dict) or "root" not in doc or "version" not in doc:
         fail("the structure in the metadata is not an object with 'version' and 'root'")
     if doc["version"] != _VERSION:
         fail(f"the structure in the metadata has version {doc['version']!r}; this eagervm "
              f"reads version {_VERSION} (a newer eagervm wrote it?)")
     seen = set()
-    _check_node(fail, doc["root"], names, seen)
+    try:
+        _check_node(fail, doc["root"], names, seen)
+    except RecursionError:
+        fail("the structure in the metadata is nested too deeply")
     if len(seen) != len(names):
         missing = sorted(set(names) - seen)[:3]
         fail(f"the structure in the metadata does not place the tensors {missing} ...")
@@ -452,6 +460,8 @@ def _parse_header(fail, raw):
         header = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except _Duplicate as e:
         fail(f"the header has the key {e.args[0]!r} twice")
+    except RecursionError:
+        fail("the header is nested too deeply")
     except ValueError as e:  # json.JSONDecodeError, or a NaN/Infinity
         fail(f"the header is not valid JSON: {e}")
     if not isinstance(header, dict):
