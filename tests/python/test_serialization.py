@@ -200,8 +200,8 @@ def test_checkpoint_of_model_and_optimizer(tmp_path):
 
 def test_scalar_leaves_and_containers_round_trip(tmp_path):
     obj = [None, True, False, 0, -1, 2**100, -(2**70), 0.1, -0.0, math.inf, -math.inf,
-           math.nan, 1e-310, "", "a.b", "ü ∑ 😀", {}, [], (), {5: [ev.tensor(1)], -2: (ev.ones(0),)},
-           ({"x": ({"y": [ev.tensor([True])]},)},)]
+           math.nan, 1e-310, "", "a.b", "ü ∑ 😀", {}, [], (),
+           {5: [ev.tensor(1)], -2: (ev.ones(0),)}, ({"x": ({"y": [ev.tensor([True])]},)},)]
     ev.save(obj, tmp_path / "s.safetensors")
     deep_equal(obj, ev.load(tmp_path / "s.safetensors"))
     for root in ({}, [], (), {"a": {}}, {"k": 1}):
