@@ -25,6 +25,7 @@ import json
 import math
 import os
 import secrets
+import stat
 import sys
 
 from . import _C
@@ -46,6 +47,7 @@ _UNSUPPORTED = frozenset({
 })
 _MAX_HEADER = 100_000_000  # the reference implementation's limit (MAX_HEADER_SIZE)
 _MAX_DIMS = 8              # EV_MAX_DIMS
+_MAX_SIZES = (2**63 - 1) // 16  # the tensor layer's bound on a shape (src/tensor/tensor.c)
 _META = "__metadata__"
 _STRUCTURE = "eagervm.structure"  # our key in __metadata__
 _VERSION = 1
@@ -188,18 +190,30 @@ def _header(entries, metadata):
 
 
 def _create_temp(path):
-    """(fd, temp path): a new file beside path, with the permissions open()
-    would give (0o666 less the umask), which no other process writes."""
+    """(fd, temp path): a new file beside path, which no other process
+    writes, with the permissions that writing path with open() would leave:
+    those of the file it replaces, else 0o666 less the umask."""
     head, tail = os.path.split(path)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = None
     for _ in range(100):
         tmp = os.path.join(head, f".{tail}.{secrets.token_hex(4)}.tmp")
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             continue
         except OSError as e:
             # Name the path the caller gave, not our temporary name.
-            raise type(e)(e.errno, e.strerror, path) from None
+            raise type(e)(e.errno, f"{e.strerror} (creating a temporary file in "
+                                   f"{head or os.curdir!r})", path) from None
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except OSError:
+                pass  # a file system without modes (FAT): keep its default
+        return fd, tmp
     raise FileExistsError(errno.EEXIST, "could not create a temporary file beside it", path)
 
 
@@ -244,6 +258,8 @@ def save(obj, path):
     header, layout = _header(entries, metadata)
     if os.path.isdir(path):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)  # replace the file it names, as open() writes through it
     fd, tmp = _create_temp(path)
     try:
         with open(fd, "wb", buffering=0, closefd=True) as f:
@@ -324,6 +340,9 @@ def _check_entry(fail, name, info):
     if len(shape) > _MAX_DIMS:
         fail(f"tensor {name!r} has {len(shape)} dimensions; eagervm supports at most "
              f"{_MAX_DIMS}")
+    if math.prod(d or 1 for d in shape) > _MAX_SIZES:
+        fail(f"tensor {name!r} has the shape {shape}, too large for eagervm (its sizes, "
+             "zeros counted as ones, multiply past 2^59)")
     e.shape = tuple(shape)
     offsets = info["data_offsets"]
     if not (isinstance(offsets, list) and len(offsets) == 2 and

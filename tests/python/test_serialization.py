@@ -276,6 +276,19 @@ def test_save_replaces_a_file_whole(tmp_path):
     assert os.stat(p).st_mode & 0o777 == 0o666 & ~umask  # as open() would make it
 
 
+def test_save_keeps_the_mode_of_the_file_it_replaces_and_writes_through_links(tmp_path):
+    p = tmp_path / "c.safetensors"
+    ev.save({"a": ev.ones(3)}, p)
+    os.chmod(p, 0o640)
+    ev.save({"a": ev.ones(4)}, p)
+    assert os.stat(p).st_mode & 0o777 == 0o640 and ev.load(p)["a"].shape == (4,)
+    link = tmp_path / "latest.safetensors"
+    link.symlink_to(p.name)
+    ev.save({"b": ev.ones(1)}, link)
+    assert link.is_symlink() and list(ev.load(p)) == ["b"]
+    assert listing(tmp_path) == ["c.safetensors", "latest.safetensors"]
+
+
 def issue_failing_op():
     return ev.tensor([1, 2]) ** -1  # fails in its kernel: integers to a negative power
 
@@ -460,6 +473,9 @@ CORRUPT = [
      lambda p: write_file(p, {"a": entry("F32", 4, 0, 16)}, b"\0" * 16)),
     ("dims", r"tensor 'a' has 9 dimensions; eagervm supports at most 8",
      lambda p: write_file(p, {"a": entry("U8", [1] * 9, 0, 1)}, b"\0")),
+    ("too-large", r"tensor 'a' has the shape \[0, 4611686018427387904, 8\], too large for "
+                  r"eagervm",
+     lambda p: write_file(p, {"a": entry("F32", [0, 2**62, 8], 0, 0)})),
     ("offsets-3", r"tensor 'a' has the data_offsets \[0, 4, 8\], not \[begin, end\]",
      lambda p: write_file(p, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}},
                           b"\0" * 4)),
