@@ -243,15 +243,17 @@ def save(obj, path):
 
     A sync point: waits for the pending work on each tensor, and raises a
     failure of that work. Views and non-contiguous tensors are written in C
-    order; tensors sharing memory are written once each. The file appears
+    order; tensors that share memory are each written in full. The file appears
     whole or not at all: the bytes go to a temporary file beside path, which
     is synced and renamed over path (an existing file stays as it was until
     then, and the temporary file is removed on failure).
 
     Raises TypeError (a path that is not str or os.PathLike, a leaf or key of
     an unsupported type) or ValueError (two tensors that would get the same
-    name, a structure that contains itself), naming the key path, before
-    anything is written.
+    name, a structure that contains itself or is nested too deeply), naming
+    the key path, before anything is written. Keys may contain dots: each
+    tensor's name is recorded, so only a real clash ({"a.b": t, "a": {"b": u}})
+    is refused.
     """
     path = _fspath(path, "save")
     entries, metadata = _flatten(obj)
