@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -558,9 +559,10 @@ def test_truncated_anywhere_raises(tmp_path):
     p = tmp_path / "ckpt.safetensors"
     ev.save(optimizer_state(ev.ones(2, 3)), p)
     whole = p.read_bytes()
+    message = "^" + re.escape(str(p)) + ": .*(truncated|fewer than)"
     for cut in range(len(whole)):
         p.write_bytes(whole[:cut])
-        with pytest.raises(ValueError, match=r"^" + str(p) + ": .*(truncated|fewer than)"):
+        with pytest.raises(ValueError, match=message):
             ev.load(p)
     p.write_bytes(whole + b"\0")
     with pytest.raises(ValueError, match="trailing bytes"):
