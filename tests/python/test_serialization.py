@@ -3,6 +3,7 @@ of every dtype and layout, nested state dicts, files written by hand per the
 safetensors spec, every kind of corrupt file, argument errors, the atomic
 write, and (where the safetensors package is found) round trips both ways
 with safetensors.numpy and safetensors.torch."""
+import functools
 import json
 import math
 import os
@@ -633,6 +634,7 @@ print(json.dumps(out))
 """
 
 
+@functools.lru_cache(maxsize=None)
 def peer_python():
     """A Python with the safetensors package: this one, the bench venv
     ($EAGERVM_BENCH_VENV or .venv-bench), or None."""
