@@ -1,11 +1,13 @@
-"""gradcheck: backward's gradients against central finite differences in float64."""
-import numpy as _np
+"""gradcheck: backward's gradients against central finite differences in float64.
 
+It needs NumPy (imported when called: eagervm itself works without it)."""
 from .. import _C
 
 
 def _numpy(t):
-    return _np.array(t.numpy(), dtype=_np.float64)
+    import numpy as np
+
+    return np.array(t.numpy(), dtype=np.float64)
 
 
 def _as_tuple(x):
@@ -23,6 +25,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     GradcheckError naming the input, output and element (or returns False when
     raise_exception is False).
     """
+    import numpy as _np
+
     inputs = _as_tuple(inputs)
     checked = [i for i, t in enumerate(inputs)
                if isinstance(t, _C.Tensor) and t.requires_grad]
