@@ -90,6 +90,12 @@ def test_every_row_says_how_it_differentiates():
             assert row["grad"] == "NONDIFF", row["name"]
 
 
+def test_prod_gradient_is_exact_with_zeros():
+    x = _leaf([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0]])
+    ev.prod(x, 1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 6, 0], [0, 0, 0]])
+
+
 def test_max_splits_the_gradient_between_ties():
     x = _leaf([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
     ev.max(x).backward()
@@ -146,6 +152,25 @@ FUNCS = {
     "contiguous": (lambda x: x.T.contiguous(), lambda: (_r(3, 4),)),
     "clone": (lambda x: x.clone() * x, lambda: (_r(3, 4),)),
     "to float64": (lambda x: x.to(ev.float64), lambda: (_r(3, 4),)),
+    "flip": (lambda x: ev.flip(x, (0, 1)) * x, lambda: (_r(3, 4),)),
+    "roll": (lambda x: ev.roll(x, (1, -2), (0, 1)) * x, lambda: (_r(3, 4),)),
+    "roll flat": (lambda x: ev.roll(x, 5), lambda: (_r(3, 4),)),
+    "tril": (lambda x: ev.tril(x, 1), lambda: (_r(2, 3, 4),)),
+    "triu": (lambda x: ev.triu(x, -1), lambda: (_r(3, 4),)),
+    "take": (lambda x: ev.take(x, ev.tensor([[0, -1], [5, 5]])), lambda: (_r(3, 4),)),
+    "scatter_add": (lambda x, s: ev.scatter_add(x, 1, ev.tensor([[0, 1, 0], [2, 2, 3]]), s),
+                    lambda: (_r(2, 4), _r(2, 3))),
+    "cumsum": (lambda x: ev.cumsum(x, 1), lambda: (_r(3, 4),)),
+    "cumsum dim0": (lambda x: ev.cumsum(x, 0), lambda: (_r(3, 4),)),
+    "sort values": (lambda x: ev.sort(x, 1)[0] * ev.arange(4, dtype=ev.float64),
+                    lambda: (_r(3, 4),)),
+    "topk values": (lambda x: ev.topk(x, 2, 0)[0], lambda: (_r(3, 4),)),
+    "prod": (lambda x: ev.prod(x, 1), lambda: (_r(3, 4),)),
+    "prod all": (lambda x: ev.prod(x), lambda: (_r(2, 3),)),
+    "prod dims keepdim": (lambda x: ev.prod(x, (0, 2), keepdim=True), lambda: (_r(2, 3, 2),)),
+    "prod with zeros": (lambda x: ev.prod(x * ev.tensor([1.0, 0.0, 1.0, 0.0],
+                                                         dtype=ev.float64), 1),
+                        lambda: (_r(3, 4),)),
     "mixed chain": (lambda x, w: ((x @ w).tanh() * x.sum(1, keepdim=True)).mean(),
                     lambda: (_r(3, 4), _r(4, 4))),
 }
@@ -159,13 +184,13 @@ def test_hand_written_derivatives_match_finite_differences(name):
 
 def test_not_yet_differentiable_ops_refuse_instead_of_giving_wrong_gradients():
     x = _r(3, 4)
-    with pytest.raises(RuntimeError, match="cumsum has no derivative yet"):
-        ev.cumsum(x, 0)
-    with pytest.raises(RuntimeError, match="prod has no derivative yet"):
-        ev.prod(x)
+    with pytest.raises(RuntimeError, match="fill_ has no derivative yet"):
+        (x * 1).fill_(0)
+    with pytest.raises(RuntimeError, match="cumprod has no derivative yet"):
+        ev.cumprod(x, 1)
     with ev.no_grad():
-        ev.cumsum(x, 0)  # fine without recording
-    ev.cumsum(x.detach(), 0)
+        ev.cumprod(x, 0)  # fine without recording
+    ev.cumprod(x.detach(), 0)
 
 
 def test_integer_and_bool_results_never_require_grad():
