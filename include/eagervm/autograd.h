@@ -175,6 +175,18 @@ EV_API int ev_ag_sort(const ev_exec *ex, ev_tensor *x, int dim, int descending, 
 EV_API int ev_ag_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int largest,
                       int sorted, ev_tensor **values, ev_tensor **indices);
 
+/* In place (the tensor takes the op's node as its grad_fn; a leaf that
+ * requires grad, or a tensor sharing its elements with a view, is refused
+ * while recording: EV_ESTATE). */
+EV_API int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src);
+EV_API int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value);
+EV_API int ev_ag_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
+                        const ev_scalar *max);
+EV_API int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                              ev_tensor *src);
+EV_API int ev_ag_tri_(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper);
+EV_API int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+
 /* Views (as ev_view, ev_reshape, ... in tensor.h, which need no exec; ex
  * gives the thread uid and site a recorded view's backward runs with). A
  * view that requires grad cannot be changed in place yet (EV_ESTATE). */

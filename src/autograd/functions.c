@@ -181,49 +181,43 @@ static int inplace_check(const char *op, ev_tensor *a)
     return 0;
 }
 
-/* Records a = fn(a, b) done in place: X (a before the op) is a copy made
- * before it, R is a after it. `run` does the op. */
-static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, ev_tensor *a,
-                          ev_tensor *b, int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *),
-                          int opcode)
+/* Records inputs[0] = fn(inputs) done in place by run(ex, ctx): X (the
+ * tensor before the op) is a copy made before it, Y is inputs[1] and R the
+ * tensor after it, as saves says. */
+static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, const char *op,
+                            int n, ev_tensor *const *inputs, const void *arg, size_t arg_size,
+                            int (*run)(const ev_exec *, void *), void *ctx)
 {
+    ev_tensor *a = inputs[0];
     int rc = inplace_check(op, a);
     if (rc) {
         return rc;
     }
-    if (g->kind == KIND_NOT_YET) {
-        return not_yet(op);
-    }
-    ev_tensor *inputs[2] = {a, b};
     ev_tensor *before = NULL;
-    if (g->saves & SAVE_X) {
-        rc = ev_contiguous(ex, a, &before);
-        if (!rc && before == a) {
-            ev_tensor_unref(before);
-            before = NULL;
-            rc = ev_empty(ex, ev_tensor_dtype(a), ev_tensor_ndim(a), ev_tensor_shape(a), &before);
-            rc = rc ? rc : ev_copy_(ex, before, a);
-        }
+    if (saves & SAVE_X) {
+        rc = ev_cast(ex, a, ev_tensor_dtype(a), &before);  /* always a copy */
         if (rc) {
-            ev_tensor_unref(before);
             return rc;
         }
     }
-    ev_ag_node *node = ev__ag_node_new(ex, &g->fn, b ? 2 : 1, inputs);
+    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs);
     if (!node) {
         ev_tensor_unref(before);
         return EV_ENOMEM;
+    }
+    if (arg) {
+        memcpy(node->arg, arg, arg_size);
     }
     if (before) {
         node->saved[0].t = before;
         node->saved[0].version = ev_tensor_version(before);
         node->n_saved = 1;
     }
-    if (!rc && b && (g->saves & SAVE_Y)) {
-        rc = ev__ag_save(node, 1, b, false);
+    if (n > 1 && (saves & SAVE_Y)) {
+        rc = ev__ag_save(node, 1, inputs[1], false);
     }
-    rc = rc ? rc : run(ex, opcode, a, b);
-    if (!rc && (g->saves & SAVE_R)) {
+    rc = rc ? rc : run(ex, ctx);
+    if (!rc && (saves & SAVE_R)) {
         rc = ev__ag_save(node, 2, a, true);
     }
     if (rc) {
@@ -231,6 +225,33 @@ static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, e
         return rc;
     }
     return ev__ag_set_output(node, a, false);
+}
+
+typedef struct op_call {
+    int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *);
+    int op;
+    ev_tensor *a, *b;
+} op_call;
+
+static int run_op_call(const ev_exec *ex, void *ctx)
+{
+    op_call *k = ctx;
+    return k->run(ex, k->op, k->a, k->b);
+}
+
+/* The in-place form of an elementwise row. */
+static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, ev_tensor *a,
+                          ev_tensor *b, int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *),
+                          int opcode)
+{
+    if (g->kind == KIND_NOT_YET) {
+        int rc = inplace_check(op, a);
+        return rc ? rc : not_yet(op);
+    }
+    ev_tensor *inputs[2] = {a, b};
+    op_call k = {run, opcode, a, b};
+    return record_inplace_n(ex, &g->fn, g->saves, op, b ? 2 : 1, inputs, NULL, 0, run_op_call,
+                            &k);
 }
 
 /* ------------------------------------------------------------ elementwise */
@@ -1253,4 +1274,123 @@ static int prod_backward(ev__ag_ctx *c)
     }
     OUT(0, res);
     return c->rc;
+}
+
+/* ------------------------------------------------------- in-place forms */
+
+typedef struct inplace_call {
+    int kind;
+    ev_tensor *x, *src, *index;
+    int dim;
+    int64_t diagonal;
+    const ev_scalar *min, *max;
+    ev_scalar value;
+    ev_dtype dtype;
+} inplace_call;
+
+enum { IP_COPY, IP_FILL, IP_CLAMP, IP_SCATTER_ADD, IP_TRI, IP_TRIU, IP_CUMSUM };
+
+static int run_inplace(const ev_exec *ex, void *ctx)
+{
+    inplace_call *k = ctx;
+    switch (k->kind) {
+    case IP_COPY:
+        return ev_copy_(ex, k->x, k->src);
+    case IP_FILL:
+        return ev_fill_(ex, k->x, k->value);
+    case IP_CLAMP:
+        return ev_clamp_(ex, k->x, k->min, k->max);
+    case IP_SCATTER_ADD:
+        return ev_scatter_add_(ex, k->x, k->dim, k->index, k->src);
+    case IP_TRI:
+        return ev_tril_(ex, k->x, k->diagonal);
+    case IP_TRIU:
+        return ev_triu_(ex, k->x, k->diagonal);
+    default:
+        return ev_cumsum_(ex, k->x, k->dim, k->dtype);
+    }
+}
+
+/* copy_: the old values are gone (no gradient); src's gradient is g, summed
+ * over the broadcast and cast back by the layer. fill_: nothing flows. */
+static int copy_into_backward(ev__ag_ctx *c)
+{
+    if (c->node->n_next > 1) {
+        OUT(1, G);
+    }
+    return c->rc;
+}
+static const ev__ag_fn copy_into_fn = {"copy__backward", copy_into_backward};
+static const ev__ag_fn fill_fn = {"fill__backward", copy_into_backward};
+
+int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src)
+{
+    ev_tensor *in[2] = {dst, src};
+    if (!dst || !src || !any_tracks(2, in) || !is_float(dst)) {
+        return ev_copy_(ex, dst, src);
+    }
+    inplace_call k = {.kind = IP_COPY, .x = dst, .src = src};
+    return record_inplace_n(ex, &copy_into_fn, 0, "copy_", 2, in, NULL, 0, run_inplace, &k);
+}
+
+int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
+{
+    if (!t || !any_tracks(1, &t) || !is_float(t)) {
+        return ev_fill_(ex, t, value);
+    }
+    inplace_call k = {.kind = IP_FILL, .x = t, .value = value};
+    return record_inplace_n(ex, &fill_fn, 0, "fill_", 1, &t, NULL, 0, run_inplace, &k);
+}
+
+int ev_ag_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const ev_scalar *max)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_clamp_(ex, x, min, max);
+    }
+    clamp_arg a = {min != NULL, max != NULL, {0}, {0}};
+    if (min) {
+        a.min = *min;
+    }
+    if (max) {
+        a.max = *max;
+    }
+    inplace_call k = {.kind = IP_CLAMP, .x = x, .min = min, .max = max};
+    return record_inplace_n(ex, &clamp_fn, SAVES_X, "clamp_", 1, &x, &a, sizeof a, run_inplace,
+                            &k);
+}
+
+int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                       ev_tensor *src)
+{
+    ev_tensor *in[3] = {x, index, src};
+    if (!x || !index || !src || !any_tracks(3, in) || !is_float(x)) {
+        return ev_scatter_add_(ex, x, dim, index, src);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    inplace_call k = {.kind = IP_SCATTER_ADD, .x = x, .dim = dim, .index = index, .src = src};
+    return record_inplace_n(ex, &scatter_add_fn, SAVES_Y, "scatter_add_", 3, in, &a, sizeof a,
+                            run_inplace, &k);
+}
+
+int ev_ag_tri_(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return upper ? ev_triu_(ex, x, diagonal) : ev_tril_(ex, x, diagonal);
+    }
+    reorder_arg a = {.diagonal = diagonal, .upper = upper != 0};
+    inplace_call k = {.kind = upper ? IP_TRIU : IP_TRI, .x = x, .diagonal = diagonal};
+    return record_inplace_n(ex, upper ? &triu_fn : &tril_fn, 0, upper ? "triu_" : "tril_", 1, &x,
+                            &a, sizeof a, run_inplace, &k);
+}
+
+int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_cumsum_(ex, x, dim, dtype);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    inplace_call k = {.kind = IP_CUMSUM, .x = x, .dim = dim, .dtype = dtype};
+    return record_inplace_n(ex, &cumsum_fn, 0, "cumsum_", 1, &x, &a, sizeof a, run_inplace, &k);
 }

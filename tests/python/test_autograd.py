@@ -171,6 +171,14 @@ FUNCS = {
     "prod with zeros": (lambda x: ev.prod(x * ev.tensor([1.0, 0.0, 1.0, 0.0],
                                                          dtype=ev.float64), 1),
                         lambda: (_r(3, 4),)),
+    "copy_ in place": (lambda x, s: (x * 1).copy_(s) * x, lambda: (_r(3, 4), _r(4))),
+    "fill_ in place": (lambda x: (x * 1).fill_(2.0) * x, lambda: (_r(3, 4),)),
+    "clamp_ in place": (lambda x: (x * 1).clamp_(-1.0, 1.0), lambda: (_r(3, 4),)),
+    "scatter_add_ in place": (lambda x, s: (x * 1).scatter_add_(
+        1, ev.tensor([[0, 1, 0], [2, 2, 3]]), s), lambda: (_r(2, 4), _r(2, 3))),
+    "tril_ in place": (lambda x: (x * 1).tril_(0), lambda: (_r(3, 4),)),
+    "triu_ in place": (lambda x: (x * 1).triu_(1), lambda: (_r(3, 4),)),
+    "cumsum_ in place": (lambda x: (x * 1).cumsum_(1), lambda: (_r(3, 4),)),
     "mixed chain": (lambda x, w: ((x @ w).tanh() * x.sum(1, keepdim=True)).mean(),
                     lambda: (_r(3, 4), _r(4, 4))),
 }
@@ -184,8 +192,8 @@ def test_hand_written_derivatives_match_finite_differences(name):
 
 def test_not_yet_differentiable_ops_refuse_instead_of_giving_wrong_gradients():
     x = _r(3, 4)
-    with pytest.raises(RuntimeError, match="fill_ has no derivative yet"):
-        (x * 1).fill_(0)
+    with pytest.raises(RuntimeError, match="uniform_ has no derivative yet"):
+        (x * 1).uniform_()
     with pytest.raises(RuntimeError, match="cumprod has no derivative yet"):
         ev.cumprod(x, 1)
     with ev.no_grad():

@@ -46,7 +46,7 @@ PyObject *evpy_scan_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     }
     ev_dtype dt = dtype < 0 ? EV_DTYPE_NONE : (ev_dtype)dtype;
     if (code >= 2) {
-        int rc = code == 2 ? ev_cumsum_(&ex, x, (int)dim, dt) : ev_cumprod_(&ex, x, (int)dim, dt);
+        int rc = code == 2 ? ev_ag_cumsum_(&ex, x, (int)dim, dt) : ev_cumprod_(&ex, x, (int)dim, dt);
         if (rc) {
             return evpy_raise(rc);
         }
@@ -207,7 +207,7 @@ PyObject *evpy_tri_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
         return NULL;
     }
     if (code >= 2) {
-        int rc = code == 2 ? ev_tril_(&ex, x, diag) : ev_triu_(&ex, x, diag);
+        int rc = ev_ag_tri_(&ex, x, diag, code == 3);
         if (rc) {
             return evpy_raise(rc);
         }
