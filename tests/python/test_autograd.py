@@ -179,6 +179,10 @@ FUNCS = {
     "tril_ in place": (lambda x: (x * 1).tril_(0), lambda: (_r(3, 4),)),
     "triu_ in place": (lambda x: (x * 1).triu_(1), lambda: (_r(3, 4),)),
     "cumsum_ in place": (lambda x: (x * 1).cumsum_(1), lambda: (_r(3, 4),)),
+    "getitem index tensor": (lambda x: x[ev.tensor([2, -1, 0])], lambda: (_r(3, 4),)),
+    "getitem index tensor dim1": (lambda x: x[:, ev.tensor([[1, 1], [3, 0]])],
+                                  lambda: (_r(3, 4),)),
+    "getitem mask": (lambda x: x[x > 0], lambda: (_r(3, 4),)),
     "mixed chain": (lambda x, w: ((x @ w).tanh() * x.sum(1, keepdim=True)).mean(),
                     lambda: (_r(3, 4), _r(4, 4))),
 }
