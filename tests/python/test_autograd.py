@@ -519,9 +519,13 @@ def test_graph_memory_is_freed_rss_stays_flat_over_100000_steps():
 
 # -------------------------------------------------------------- vs PyTorch
 
-def test_random_compositions_match_torch_autograd():
+@pytest.mark.parametrize("threads", [False, True], ids=["one thread", "two threads"])
+def test_random_compositions_match_torch_autograd(threads):
+    import contextlib
+
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)
+    worker = ev.asyncs.Thread() if threads else None
     for trial in range(20):
         a = rng.uniform(0.5, 1.5, size=(4, 5))
         w = rng.uniform(-1, 1, size=(5, 3))
@@ -534,7 +538,10 @@ def test_random_compositions_match_torch_autograd():
             else:
                 A, W, B = (torch.tensor(v, requires_grad=True) for v in (a, w, b))
                 sm, ls = (lambda t: torch.softmax(t, 1)), (lambda t: torch.log_softmax(t, 1))
-            h = (A @ W + B)
+            on_worker = ev.asyncs.thread(worker) if (lib == "ev" and threads) \
+                else contextlib.nullcontext()
+            with on_worker:  # half of the forward (and so its backward) on another worker
+                h = (A @ W + B)
             h = [h.tanh(), h.sigmoid(), sm(h), ls(h), h.exp() / (1 + h * h)][trial % 5]
             h = h[:, 1:] * A.T[:3, :2].sum(0)      # views and broadcasting
             h2 = h * 1.0
