@@ -501,6 +501,13 @@ EV_API const char *ev_reduction_name(int reduction);
  * target T is out of range for C classes (sample n)". */
 EV_API int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
                             int reduction, ev_tensor **out);
+/* Its gradient with respect to logits, in one instruction: (softmax(logits)
+ * - onehot(target)) times grad (shape (N,) for EV_REDUCTION_NONE, 0-d
+ * otherwise; divided by N for MEAN), each element computed in float64 and
+ * rounded once; the result has logits' shape and dtype, contiguous. Errors
+ * as ev_cross_entropy (and EV_EINVAL for grad's shape). */
+EV_API int ev_cross_entropy_backward(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
+                                     ev_tensor *grad, int reduction, ev_tensor **out);
 
 
 /* ---------------------------------------------------------- random numbers

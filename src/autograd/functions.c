@@ -458,27 +458,16 @@ int ev_ag_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
 }
 
 /* d loss_n / d logits_n = softmax(logits_n) - onehot(target_n), times the
- * gradient of sample n's loss (g, g / N or g broadcast). */
+ * gradient of sample n's loss: one instruction of the ops layer. */
 static int cross_entropy_backward(ev__ag_ctx *c)
 {
     const dim_arg *a = (const dim_arg *)c->node->arg;
-    ev_tensor *logits = X, *target = Y;
-    ev_tensor *p = NULL, *hot = NULL;
-    if (logits) {
-        p = ev__bw_keep(c, ev_softmax(&c->ex, logits, 1, &p), &p);
+    ev_tensor *logits = X, *target = Y, *res = NULL;
+    if (logits && target && G) {
+        int rc = ev_cross_entropy_backward(&c->ex, logits, target, G, a->reduction, &res);
+        res = ev__bw_keep(c, rc, &res);
     }
-    if (target && logits) {
-        hot = ev__bw_keep(c, ev_one_hot(&c->ex, target, ev_tensor_shape(logits)[1], &hot), &hot);
-    }
-    ev_tensor *d = SUB(p, hot);
-    ev_tensor *g = G;
-    if (a->reduction == EV_REDUCTION_NONE && g) {
-        int64_t shape[2] = {ev_tensor_shape(g)[0], 1};
-        g = ev__bw_reshape(c, g, 2, shape);
-    } else if (a->reduction == EV_REDUCTION_MEAN && logits) {
-        g = DIV(g, K((double)ev_tensor_shape(logits)[0]));
-    }
-    OUT(0, MUL(d, g));
+    OUT(0, res);
     return c->rc;
 }
 static const ev__ag_fn cross_entropy_fn = {"cross_entropy_backward", cross_entropy_backward};
@@ -524,6 +513,16 @@ static ev_tensor *bw_unsqueeze(ev__ag_ctx *c, ev_tensor *t, int dim)
     return ev__bw_keep(c, ev_unsqueeze(t, dim, &out), &out);
 }
 
+/* A 2-d matrix stored column by column (a transposed view). */
+static bool is_transposed(const ev_tensor *t)
+{
+    if (ev_tensor_ndim(t) != 2) {
+        return false;
+    }
+    const int64_t *s = ev_tensor_strides(t), *n = ev_tensor_shape(t);
+    return s[0] == 1 && s[1] == n[0] && n[0] > 1 && n[1] > 1;
+}
+
 /* With a and b as matrices (a 1-d a as a row, a 1-d b as a column, the
  * gradient shaped to match): da = g b^T, db = a^T g, each summed back over
  * broadcast batch dimensions. */
@@ -545,14 +544,21 @@ static int matmul_backward(ev__ag_ctx *c)
     } else if (b1) {
         gm = bw_unsqueeze(c, g, -1);
     }
-    if (NEED(0)) {
+    if (NEED(0) && is_transposed(a)) {
+        /* da in a's layout: (b gm^T)^T, so it goes on without a copy. */
+        OUT(0, bw_transpose(c, bw_matmul(c, bm, bw_transpose(c, gm))));
+    } else if (NEED(0)) {
         ev_tensor *da = bw_matmul(c, gm, bw_transpose(c, bm));
         if (da) {
             da = ev__bw_sum_to(c, da, ev_tensor_ndim(am), ev_tensor_shape(am));
         }
         OUT(0, ev__bw_reshape(c, da, ev_tensor_ndim(a), ev_tensor_shape(a)));
     }
-    if (NEED(1)) {
+    if (NEED(1) && is_transposed(b)) {
+        /* db in b's layout (x @ w.T: the weight's gradient comes out of the
+         * transpose's backward contiguous, and .grad takes it as it is). */
+        OUT(1, bw_transpose(c, bw_matmul(c, bw_transpose(c, gm), am)));
+    } else if (NEED(1)) {
         ev_tensor *db = bw_matmul(c, bw_transpose(c, am), gm);
         if (db) {
             db = ev__bw_sum_to(c, db, ev_tensor_ndim(bm), ev_tensor_shape(bm));

@@ -551,3 +551,32 @@ def test_random_compositions_match_torch_autograd(threads):
             out[lib] = [t.grad.numpy() for t in (A, W, B)]
         for g_ev, g_t in zip(out["ev"], out["torch"]):
             np.testing.assert_allclose(g_ev, g_t, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_float32_gradient_matches_numpy(reduction):
+    rng = np.random.default_rng(11)
+    logits = rng.normal(size=(37, 10)).astype(np.float32) * 4
+    target = rng.integers(0, 10, size=37)
+    x = ev.tensor(logits, requires_grad=True)
+    loss = ev.cross_entropy(x, ev.tensor(target), reduction=reduction)
+    g = rng.uniform(0.5, 2, size=37).astype(np.float32)
+    if reduction == "none":
+        loss.backward(ev.tensor(g))
+    else:
+        loss.backward()
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(37), target] -= 1
+    scale = {"mean": np.full(37, 1 / 37), "sum": np.ones(37), "none": g}[reduction]
+    np.testing.assert_allclose(x.grad.numpy(), p * scale[:, None], rtol=2e-6, atol=1e-7)
+
+
+def test_linear_weight_gradient_arrives_contiguous():
+    # x @ w.T: the weight's gradient is made in w's layout, so .grad takes it as it is.
+    x = ev.randn(8, 5)
+    w = ev.randn(3, 5, requires_grad=True)
+    (x @ w.T).sum().backward()
+    assert w.grad.is_contiguous()
+    np.testing.assert_allclose(w.grad.numpy(), np.ones((8, 3)).T @ x.numpy(), rtol=1e-6)
