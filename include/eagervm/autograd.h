@@ -186,6 +186,12 @@ EV_API int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tenso
                               ev_tensor *src);
 EV_API int ev_ag_tri_(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper);
 EV_API int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+EV_API int ev_ag_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
+                         ev_tensor **out);
+EV_API int ev_ag_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+/* ev_uniform_(gen, t, p0, p1), or ev_normal_(gen, t, p0, p1) if normal. */
+EV_API int ev_ag_random_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double p0,
+                         double p1, int normal);
 
 /* Views (as ev_view, ev_reshape, ... in tensor.h, which need no exec; ex
  * gives the thread uid and site a recorded view's backward runs with). A

@@ -280,6 +280,13 @@ EV_API int ev_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, e
 EV_API int ev_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
                       ev_tensor **out);
 EV_API int ev_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+/* The gradient of cumprod(x, dim) given grad (x's shape; floats): for each
+ * element, the sum over the later outputs of grad times the product of the
+ * other factors, computed in float64 by a running product from the front and
+ * a running sum from the back (no division, so exact when x holds zeros).
+ * x's shape and dtype. One instruction. */
+EV_API int ev_cumprod_backward(const ev_exec *ex, ev_tensor *x, ev_tensor *grad, int dim,
+                               ev_tensor **out);
 EV_API int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
 
 

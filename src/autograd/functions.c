@@ -1400,3 +1400,80 @@ int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
     inplace_call k = {.kind = IP_CUMSUM, .x = x, .dim = dim, .dtype = dtype};
     return record_inplace_n(ex, &cumsum_fn, 0, "cumsum_", 1, &x, &a, sizeof a, run_inplace, &k);
 }
+
+/* cumprod: one instruction of the ops layer (exact with zeros). */
+static int cumprod_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *x = X, *res = NULL;
+    if (x && G) {
+        int rc = ev_cumprod_backward(&c->ex, x, G, dim, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn cumprod_fn = {"cumprod_backward", cumprod_backward};
+
+int ev_ag_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_tensor **out)
+{
+    int rc = ev_cumprod(ex, x, dim, dtype, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    return record(ex, &cumprod_fn, 1, &x, SAVES_X, &a, sizeof a, out);
+}
+
+typedef struct cumprod_call {
+    ev_tensor *x;
+    int dim;
+    ev_dtype dtype;
+} cumprod_call;
+
+static int run_cumprod_(const ev_exec *ex, void *ctx)
+{
+    cumprod_call *k = ctx;
+    return ev_cumprod_(ex, k->x, k->dim, k->dtype);
+}
+
+int ev_ag_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_cumprod_(ex, x, dim, dtype);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    cumprod_call k = {x, dim, dtype};
+    return record_inplace_n(ex, &cumprod_fn, SAVES_X, "cumprod_", 1, &x, &a, sizeof a,
+                            run_cumprod_, &k);
+}
+
+/* uniform_, normal_: the old values are overwritten (nothing flows back). */
+typedef struct random_call {
+    ev_generator *gen;
+    ev_tensor *t;
+    double p0, p1;
+    bool normal;
+} random_call;
+
+static int run_random_(const ev_exec *ex, void *ctx)
+{
+    random_call *k = ctx;
+    return k->normal ? ev_normal_(ex, k->gen, k->t, k->p0, k->p1)
+                     : ev_uniform_(ex, k->gen, k->t, k->p0, k->p1);
+}
+static const ev__ag_fn uniform_fn = {"uniform__backward", copy_into_backward};
+static const ev__ag_fn normal_fn = {"normal__backward", copy_into_backward};
+
+int ev_ag_random_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double p0, double p1,
+                  int normal)
+{
+    random_call k = {gen, t, p0, p1, normal != 0};
+    if (!t || !any_tracks(1, &t) || !is_float(t)) {
+        return run_random_(ex, &k);
+    }
+    return record_inplace_n(ex, normal ? &normal_fn : &uniform_fn, 0,
+                            normal ? "normal_" : "uniform_", 1, &t, NULL, 0, run_random_, &k);
+}

@@ -46,7 +46,7 @@ PyObject *evpy_scan_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     }
     ev_dtype dt = dtype < 0 ? EV_DTYPE_NONE : (ev_dtype)dtype;
     if (code >= 2) {
-        int rc = code == 2 ? ev_ag_cumsum_(&ex, x, (int)dim, dt) : ev_cumprod_(&ex, x, (int)dim, dt);
+        int rc = code == 2 ? ev_ag_cumsum_(&ex, x, (int)dim, dt) : ev_ag_cumprod_(&ex, x, (int)dim, dt);
         if (rc) {
             return evpy_raise(rc);
         }
@@ -54,7 +54,7 @@ PyObject *evpy_scan_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     }
     ev_tensor *out;
     int rc = code == 0 ? ev_ag_cumsum(&ex, x, (int)dim, dt, &out)
-                       : ev_cumprod(&ex, x, (int)dim, dt, &out);
+                       : ev_ag_cumprod(&ex, x, (int)dim, dt, &out);
     return evpy_finish(st, rc, out);
 }
 
