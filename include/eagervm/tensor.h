@@ -208,7 +208,9 @@ EV_API int ev_tensor_has_views(const ev_tensor *t);
 
 /* An upper layer's state on one tensor (autograd keeps requires_grad, the
  * gradient and the graph edge there). Embed it as the first member of your
- * struct; release runs once, when the tensor's last reference goes. */
+ * struct; release runs once, after the tensor's last reference went: at
+ * once, or, when a worker dropped it, on the next thread that submits to the
+ * runtime (never on a worker). */
 typedef struct ev_tensor_ext ev_tensor_ext;
 struct ev_tensor_ext {
     void (*release)(ev_tensor_ext *self);

@@ -133,8 +133,19 @@ static ev_ag_node *node_alloc(int n_next)
         ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
         return NULL;
     }
-    /* The fields before the inline edges; those are set per input. */
-    memset(n, 0, offsetof(ev_ag_node, inline_next));
+    /* Field by field: arg and the inputs' shapes are written when used, and
+     * a memset of the whole node cost more than the rest of recording. */
+    n->fn = NULL;
+    n->vm = NULL;
+    n->thread_uid = 0;
+    n->site = n->bw_site = NULL;
+    n->n_saved = 0;
+    n->released = false;
+    for (int i = 0; i < EV__AG_MAX_SAVED; i++) {
+        n->saved[i].t = NULL;
+    }
+    n->leaf = NULL;
+    n->hooks = NULL;
     n->next = n->inline_next;
     n->inputs = n->inline_inputs;
     if (n_next > EV__AG_INLINE_NEXT) {

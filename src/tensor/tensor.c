@@ -134,8 +134,17 @@ ev_tensor *ev_tensor_ref(ev_tensor *t)
     return t;
 }
 
-static void tensor_struct_free(void *t)
+static void tensor_struct_free(void *p)
 {
+    ev_tensor *t = p;
+    /* The upper layer's state goes here too: on a worker that dropped the
+     * last reference (an instruction's operand), this runs on the next
+     * submitting thread, so the state is freed where it was made and never
+     * runs user code (a Python hook's release) on a worker. */
+    ev_tensor_ext *ext = atomic_load_explicit(&t->ext, memory_order_acquire);
+    if (ext) {
+        ext->release(ext);
+    }
     ev__cache_free(EV__CACHE_TENSOR, t);
 }
 
@@ -144,10 +153,6 @@ void ev_tensor_unref(ev_tensor *t)
     /* acq_rel: all uses of t happen before its free on the last unref. */
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) {
         return;
-    }
-    ev_tensor_ext *ext = atomic_load_explicit(&t->ext, memory_order_acquire);
-    if (ext) {
-        ext->release(ext);
     }
     if (t->is_alias) {
         atomic_fetch_sub_explicit(&t->storage->aliases, 1, memory_order_relaxed);
