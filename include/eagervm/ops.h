@@ -627,9 +627,10 @@ EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype
  * share memory (EV_EINVAL, naming the argument and what was expected). The
  * hyperparameters are checked as torch.optim checks them (EV_EINVAL, naming
  * the value). An empty param issues nothing. The calls return at once: the
- * update runs in issue order after every earlier op on these tensors and
- * before every later one (an error inside is impossible once issued). Large
- * parameters are split over the intra-op threads. Thread-safe as other ops. */
+ * update runs after every earlier op on these tensors and before every later
+ * one; the kernel itself cannot fail (a failed op before it poisons what it
+ * writes, as for any op). Large parameters are split over the intra-op
+ * threads. Thread-safe as other ops. */
 
 /* SGD with momentum (PyTorch's _single_tensor_sgd), elementwise:
  *   g = maximize ? -grad : grad
