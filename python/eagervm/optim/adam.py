@@ -1,7 +1,8 @@
 """eagervm.optim.Adam and AdamW, as torch.optim.Adam and AdamW (single-tensor,
 non-capturable path), one fused instruction per parameter."""
 from .. import _C
-from .optimizer import Optimizer, _fused_update, _params_with_grad, _zeros_for
+from .._C import Tensor
+from .optimizer import Optimizer, _grad_of, _update, _zeros_for
 
 __all__ = ["Adam", "AdamW"]
 
@@ -50,33 +51,39 @@ class Adam(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
 
-    def _init_state(self, p, amsgrad):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = 0
-            state["exp_avg"] = _zeros_for(p)
-            state["exp_avg_sq"] = _zeros_for(p)
-            if amsgrad:
-                state["max_exp_avg_sq"] = _zeros_for(p)
-        elif amsgrad and "max_exp_avg_sq" not in state:
-            state["max_exp_avg_sq"] = _zeros_for(p)
-        return state
-
     def step(self, closure=None):
         """One Adam step over every parameter that has a gradient; returns the
         closure's loss (None without a closure)."""
         loss = self._call_closure(closure)
+        state_of = self.state._of
+        update = _C._adam_update_
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            amsgrad = group["amsgrad"]
-            for p, g in _params_with_grad(group):
-                state = self._init_state(p, amsgrad)
-                step = int(state["step"]) + 1
-                bufs = (state["exp_avg"], state["exp_avg_sq"],
-                        state["max_exp_avg_sq"] if amsgrad else None)
-                _fused_update(_C._adam_update_, p, g, bufs, step, group["lr"], beta1, beta2,
-                              group["eps"], group["weight_decay"],
-                              group["decoupled_weight_decay"], group["maximize"])
+            lr, eps, wd, amsgrad = group["lr"], group["eps"], group["weight_decay"], \
+                group["amsgrad"]
+            decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+            for p in group["params"]:
+                g = _grad_of(p)
+                if g is None:
+                    continue
+                state = state_of(p)
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = _zeros_for(p)
+                    state["exp_avg_sq"] = _zeros_for(p)
+                if amsgrad:
+                    mx = state.get("max_exp_avg_sq")
+                    if mx is None:
+                        mx = state["max_exp_avg_sq"] = _zeros_for(p)
+                else:
+                    mx = None
+                step = state["step"] + 1
+                if type(g) is Tensor and p.is_contiguous() and g.is_contiguous():
+                    update(p, g, state["exp_avg"], state["exp_avg_sq"], mx, step, lr, beta1,
+                           beta2, eps, wd, decoupled, maximize)
+                else:
+                    _update(update, p, g, state["exp_avg"], state["exp_avg_sq"], mx, step, lr,
+                            beta1, beta2, eps, wd, decoupled, maximize)
                 state["step"] = step  # counted once the update is issued
         return loss
 

@@ -29,25 +29,34 @@ class _TensorKeyedState(MutableMapping):
     """``Optimizer.state``: per-parameter dicts keyed by the parameter itself.
 
     eagervm Tensors are not hashable (``==`` is elementwise, as in NumPy), so
-    entries are found by identity, as PyTorch's tensors hash. A missing
-    parameter gets a new empty dict on first lookup, as a defaultdict(dict).
-    Non-tensor keys (state that belongs to no parameter) are kept by value.
+    entries are found by identity, as PyTorch's tensors hash: by id, the
+    entry holding the tensor (so the id stays its own). A missing parameter
+    gets a new empty dict on first lookup, as a defaultdict(dict). Non-tensor
+    keys (state that belongs to no parameter) are kept by value.
     """
 
     def __init__(self, items=()):
-        self._d = {}
+        self._d = {}  # id(tensor) or ("value", key) -> (key, value)
         for k, v in items:
             self[k] = v
 
     @staticmethod
     def _key(k):
-        return ("id", id(k)) if isinstance(k, _C.Tensor) else ("value", k)
+        return id(k) if isinstance(k, _C.Tensor) else ("value", k)
+
+    def _of(self, p):
+        """The state dict of parameter p, created empty (the steps' path)."""
+        e = self._d.get(id(p))
+        if e is None:
+            e = self._d[id(p)] = (p, {})
+        return e[1]
 
     def __getitem__(self, k):
         key = self._key(k)
-        if key not in self._d:
-            self._d[key] = (k, {})
-        return self._d[key][1]
+        e = self._d.get(key)
+        if e is None:
+            e = self._d[key] = (k, {})
+        return e[1]
 
     def __setitem__(self, k, v):
         self._d[self._key(k)] = (k, v)
@@ -301,9 +310,9 @@ class Optimizer:
                     check(param, v, f"{where}[{j}]")
 
         def cast(param, value, key=None):
+            if key == "step":  # a count, kept as a Python int (a sync for a tensor)
+                return int(value.item() if isinstance(value, _C.Tensor) else value)
             if isinstance(value, _C.Tensor):
-                if key == "step":
-                    return value.clone()
                 return _state_tensor_for(param, value)
             if isinstance(value, dict):
                 return {k: cast(param, v, k) for k, v in value.items()}
@@ -331,39 +340,26 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
 
 
-def _params_with_grad(group):
-    """(param, grad) for the parameters of group that have a gradient."""
-    for p in group["params"]:
-        g = _grad_of(p)
-        if g is not None:
-            yield p, g
-
-
-def _check_grad(p, g):
-    if not isinstance(g, _C.Tensor):
-        raise TypeError(f"a parameter's grad must be a Tensor or None, not {type(g).__name__}")
-    return g
-
-
 def _zeros_for(p):
-    """A zero state buffer for p: contiguous (see _fused_update)."""
+    """A zero state buffer for p: contiguous (see _update)."""
     return _C.zeros_like(p)
 
 
-def _fused_update(update, p, g, bufs, *args):
-    """Runs update(param, grad, *bufs, *args), the fused instruction, on p.
+def _update(update, p, g, *args):
+    """Runs update(param, grad, *args), the fused instruction, on p.
 
     The instruction takes a dense param and tensors laid out as it; state
     buffers here are contiguous, so a contiguous p (the usual case) goes in
     as it is, with its grad made contiguous if it is not. Any other p is
     updated through a contiguous copy written back (two more instructions).
     """
-    _check_grad(p, g)
-    if not g.is_contiguous():
-        g = g.contiguous()
+    if type(g) is not _C.Tensor:
+        raise TypeError(f"a parameter's grad must be a Tensor or None, not {type(g).__name__}")
     if p.is_contiguous():
-        update(p, g, *bufs, *args)
+        if not g.is_contiguous():
+            g = g.contiguous()
+        update(p, g, *args)
         return
     pc = p.contiguous()
-    update(pc, g, *bufs, *args)
+    update(pc, g.contiguous(), *args)
     p.copy_(pc)

@@ -1,7 +1,8 @@
 """eagervm.optim.SGD: stochastic gradient descent with momentum, as
 torch.optim.SGD (single-tensor path), one fused instruction per parameter."""
 from .. import _C
-from .optimizer import Optimizer, _fused_update, _params_with_grad
+from .._C import Tensor
+from .optimizer import Optimizer, _grad_of, _update
 
 __all__ = ["SGD"]
 
@@ -43,21 +44,33 @@ class SGD(Optimizer):
         """One SGD step over every parameter that has a gradient; returns the
         closure's loss (None without a closure)."""
         loss = self._call_closure(closure)
+        state_of = self.state._of
+        update = _C._sgd_update_
         for group in self.param_groups:
-            lr, momentum = group["lr"], group["momentum"]
-            for p, g in _params_with_grad(group):
-                buf = None
-                first = False
-                if momentum != 0:
-                    buf = self.state[p].get("momentum_buffer")
-                    if buf is None:
-                        # Contiguous (see _fused_update); the update fills it
-                        # from the gradient.
-                        buf = _C.empty_like(p)
-                        first = True
-                _fused_update(_C._sgd_update_, p, g, (buf,), lr, momentum,
-                              group["dampening"], group["weight_decay"], group["nesterov"],
-                              group["maximize"], first)
-                if first:  # kept once the update that fills it is issued
-                    self.state[p]["momentum_buffer"] = buf
+            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+            wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+            for p in group["params"]:
+                g = _grad_of(p)
+                if g is None:
+                    continue
+                if momentum == 0:
+                    _update(update, p, g, None, lr, 0, dampening, wd, nesterov, maximize,
+                            False)
+                    continue
+                state = state_of(p)
+                buf = state.get("momentum_buffer")
+                if buf is not None:
+                    if type(g) is Tensor and p.is_contiguous() and g.is_contiguous():
+                        update(p, g, buf, lr, momentum, dampening, wd, nesterov, maximize,
+                               False)
+                    else:
+                        _update(update, p, g, buf, lr, momentum, dampening, wd, nesterov,
+                                maximize, False)
+                    continue
+                # Contiguous (see _update); the update fills it from the
+                # gradient, and it is kept once that update is issued.
+                buf = _C.empty_like(p)
+                _update(update, p, g, buf, lr, momentum, dampening, wd, nesterov, maximize,
+                        True)
+                state["momentum_buffer"] = buf
         return loss
