@@ -641,13 +641,13 @@ EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype
  *   param = param + (-lr) * g
  * momentum_buf is required when momentum != 0 (first_step: it is only
  * written, so it may hold anything) and neither read nor written otherwise
- * (may be NULL). Errors: lr < 0, momentum < 0, weight_decay < 0, any of them
+ * (it may be NULL, and first_step is ignored). Errors: lr < 0, momentum < 0, weight_decay < 0, any of them
  * or dampening NaN, nesterov without momentum > 0 and dampening == 0. */
 EV_API int ev_sgd_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
                           ev_tensor *momentum_buf, double lr, double momentum, double dampening,
                           double weight_decay, int nesterov, int maximize, int first_step);
 
-/* Adam, or AdamW with decoupled (PyTorch's _single_tensor_adam, not
+/* Adam, or AdamW when decoupled (PyTorch's _single_tensor_adam, not
  * capturable), elementwise, for step t >= 1 (the count of updates of this
  * param, this one included: the caller keeps it). The bias corrections are
  * computed on the calling thread in float64 as torch.optim computes them:

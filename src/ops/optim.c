@@ -2,10 +2,10 @@
  * thread, and one instruction per parameter whose loop reads grad and
  * rewrites param and the state buffers in one pass, in the order of float
  * operations of PyTorch's single-tensor optimizers (see ops.h). */
-/* As in unary.c: the "cheap" vectorizer cost model (the build's default one
- * leaves these loops scalar), no-trapping-math so that loop-invariant selects
- * (lerp's two forms, maximum) become blends, and fp-contract=off so that
- * every CPU computes the same bits (see EV__SIMD_CLONES). The build adds
+/* As in unary.c: vectorize with the "cheap" cost model (GCC's -O2 default
+ * leaves these loops scalar), no-trapping-math so that the selects (lerp's
+ * two forms, maximum) become blends, and fp-contract=off so that every CPU
+ * computes the same bits (see EV__SIMD_CLONES). The build adds
  * -fno-math-errno for this file: sqrt is then the instruction. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", \
@@ -35,7 +35,6 @@ struct opt_arg {
     opt_range_fn range;         /* the loop of the update's dtype */
     char *ptr[OPT_MAX_TENSORS]; /* borrowed; NULL for an unused buffer */
     int64_t numel;
-    ev_dtype dtype;
     int variant;                /* which loop (SGD_* or ADAM_* codes) */
     double s[8];                /* scalar parameters, converted in the loop */
 };
@@ -131,7 +130,6 @@ static int opt_submit(const ev_exec *ex, const char *name, opt_arg *a, ev_tensor
         writes[nw++] = ts[k]; /* NULL entries are skipped */
     }
     a->numel = ts[0]->numel;
-    a->dtype = ts[0]->dtype;
     for (int k = 0; k < OPT_MAX_TENSORS; k++) {
         a->ptr[k] = k < n && ts[k] ? ev__tensor_ptr(ts[k]) : NULL;
     }
