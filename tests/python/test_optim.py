@@ -445,8 +445,12 @@ def test_param_checks():
         optim.SGD({1, 2}, lr=0.1)
     with pytest.raises(TypeError, match="can only optimize Tensors"):
         optim.SGD([p, 3.0], lr=0.1)
-    with pytest.raises(ValueError, match="duplicate parameters"):
-        optim.SGD([p, p], lr=0.1)
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        dup = optim.SGD([p, p], lr=0.1)
+    set_grad(p, ev.ones(2))
+    dup.step()  # updated twice, as PyTorch does
+    np.testing.assert_allclose(np_value(p), np.full(2, -0.2, np.float32), rtol=1e-6)
+    p = ev.zeros(2)
     opt = optim.SGD([p], lr=0.1)
     with pytest.raises(ValueError, match="more than one parameter group"):
         opt.add_param_group({"params": [p]})

@@ -6,6 +6,7 @@ zero_grad, state_dict and load_state_dict follow PyTorch's names and
 semantics. A step issues one fused instruction per parameter (see
 eagervm._C._sgd_update_ and _adam_update_) and never waits for a result.
 """
+import warnings
 from collections.abc import MutableMapping
 from copy import deepcopy
 from itertools import chain
@@ -203,7 +204,11 @@ class Optimizer:
 
         ids = [id(p) for p in tensors]
         if len(ids) != len(set(ids)):
-            raise ValueError("optimizer contains a parameter group with duplicate parameters")
+            # As PyTorch (a warning for now): such a param is updated twice.
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "in future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if not seen.isdisjoint(ids):
             raise ValueError("some parameters appear in more than one parameter group")
