@@ -670,6 +670,31 @@ EV_API int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
                            int64_t step, double lr, double beta1, double beta2, double eps,
                            double weight_decay, int decoupled, int maximize);
 
+/* The same updates for n parameters (0 <= n <= 13000) as one instruction,
+ * the multi-tensor form (what torch.optim calls foreach): entry i of each
+ * array belongs to parameter i and is checked as one update's arguments are
+ * (a failure names the index); the hyperparameters are shared, first_steps
+ * (SGD; NULL: none) and steps (Adam) are per parameter. momentum_bufs may be
+ * NULL when momentum is 0, max_exp_avg_sqs without amsgrad. The results are
+ * those of n calls of the one-parameter form, bit for bit; but as the
+ * updates run at once, no tensor an update writes may overlap any tensor of
+ * another parameter (EV_EINVAL: a parameter listed twice, say). The elements
+ * of all the parameters are split over the intra-op threads end to end, so
+ * many small parameters use the cores as one large one does. n == 0 (or
+ * only empty parameters) issues nothing. Errors as the one-parameter forms,
+ * and EV_ENOMEM. */
+EV_API int ev_sgd_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                                ev_tensor *const *grads, ev_tensor *const *momentum_bufs,
+                                const int *first_steps, double lr, double momentum,
+                                double dampening, double weight_decay, int nesterov,
+                                int maximize);
+EV_API int ev_adam_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                                 ev_tensor *const *grads, ev_tensor *const *exp_avgs,
+                                 ev_tensor *const *exp_avg_sqs,
+                                 ev_tensor *const *max_exp_avg_sqs, const int64_t *steps,
+                                 double lr, double beta1, double beta2, double eps,
+                                 double weight_decay, int decoupled, int maximize);
+
 #ifdef __cplusplus
 }
 #endif

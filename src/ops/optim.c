@@ -14,6 +14,8 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "ops/ops-impl.h"
 
@@ -119,7 +121,8 @@ static int opt_kernel(void *p, ev_kctx *kc)
     return 0;
 }
 
-/* Issues the update: reads grad (ts[1]), writes param and the buffers. */
+/* Issues the update a (prepared): reads grad (ts[1]), writes param and the
+ * buffers. */
 static int opt_submit(const ev_exec *ex, const char *name, opt_arg *a, ev_tensor *const *ts,
                       int n)
 {
@@ -128,10 +131,6 @@ static int opt_submit(const ev_exec *ex, const char *name, opt_arg *a, ev_tensor
     writes[nw++] = ts[0];
     for (int k = 2; k < n; k++) {
         writes[nw++] = ts[k]; /* NULL entries are skipped */
-    }
-    a->numel = ts[0]->numel;
-    for (int k = 0; k < OPT_MAX_TENSORS; k++) {
-        a->ptr[k] = k < n && ts[k] ? ev__tensor_ptr(ts[k]) : NULL;
     }
     return ev__submit(ex, name, opt_kernel, a, sizeof *a, NULL, &ts[1], 1, writes, nw);
 }
@@ -201,14 +200,11 @@ enum { SGD_WD = 1, SGD_MOM_FIRST = 2, SGD_MOM_RUN = 4, SGD_NESTEROV = 8 };
 SGD_RANGE(sgd_range_f32, float)
 SGD_RANGE(sgd_range_f64, double)
 
-int ev_sgd_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
-                   ev_tensor *momentum_buf, double lr, double momentum, double dampening,
-                   double weight_decay, int nesterov, int maximize, int first_step)
+static int sgd_check_hyper(const char *fn, double lr, double momentum, double dampening,
+                           double weight_decay, int nesterov)
 {
-    static const char fn[] = "sgd_update_";
-    static const char *const names[] = {"param", "grad", "momentum_buf"};
-    int rc = ev__check_exec(fn, ex);
-    if (rc || (rc = check_nonneg(fn, "learning rate", lr)) ||
+    int rc;
+    if ((rc = check_nonneg(fn, "learning rate", lr)) ||
         (rc = check_nonneg(fn, "momentum value", momentum)) ||
         (rc = check_nonneg(fn, "weight_decay value", weight_decay))) {
         return rc;
@@ -221,25 +217,58 @@ int ev_sgd_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
                                "dampening (momentum %g, dampening %g)", fn, momentum,
                                dampening);
     }
-    if (momentum != 0 && !momentum_buf) {
+    return 0;
+}
+
+/* Checks one parameter's tensors and fills its loop's argument a (a->numel
+ * 0: nothing to do) and ts (param, grad, the buffer or NULL). */
+static int sgd_prepare(const char *fn, ev_tensor *param, ev_tensor *grad, ev_tensor *buf,
+                       double lr, double momentum, double dampening, double weight_decay,
+                       int nesterov, int maximize, int first_step, opt_arg *a, ev_tensor **ts)
+{
+    static const char *const names[] = {"param", "grad", "momentum_buf"};
+    if (momentum != 0 && !buf) {
         return ev__set_message(EV_EINVAL, "%s: momentum_buf is NULL but momentum is %g", fn,
                                momentum);
     }
     /* Without momentum the buffer takes no part, whatever it is. */
-    ev_tensor *ts[3] = {param, grad, momentum != 0 ? momentum_buf : NULL};
-    if ((rc = check_tensors(fn, ts, names, 3)) || param->numel == 0) {
+    ts[0] = param;
+    ts[1] = grad;
+    ts[2] = momentum != 0 ? buf : NULL;
+    int rc = check_tensors(fn, ts, names, 3);
+    if (rc) {
         return rc;
     }
+    a->numel = param->numel;
+    a->range = param->dtype == EV_FLOAT32 ? sgd_range_f32 : sgd_range_f64;
+    a->variant = (weight_decay != 0 ? SGD_WD : 0) |
+                 (momentum == 0 ? 0 : first_step ? SGD_MOM_FIRST : SGD_MOM_RUN) |
+                 (nesterov ? SGD_NESTEROV : 0);
+    a->s[0] = -lr;
+    a->s[1] = momentum;
+    a->s[2] = 1 - dampening;
+    a->s[3] = weight_decay;
+    a->s[4] = maximize ? -1.0 : 1.0;
+    for (int k = 0; k < OPT_MAX_TENSORS; k++) {
+        a->ptr[k] = k < 3 && ts[k] ? ev__tensor_ptr(ts[k]) : NULL;
+    }
+    return 0;
+}
+
+int ev_sgd_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
+                   ev_tensor *momentum_buf, double lr, double momentum, double dampening,
+                   double weight_decay, int nesterov, int maximize, int first_step)
+{
+    static const char fn[] = "sgd_update_";
     opt_arg a;
-    a.range = param->dtype == EV_FLOAT32 ? sgd_range_f32 : sgd_range_f64;
-    a.variant = (weight_decay != 0 ? SGD_WD : 0) |
-                (momentum == 0 ? 0 : first_step ? SGD_MOM_FIRST : SGD_MOM_RUN) |
-                (nesterov ? SGD_NESTEROV : 0);
-    a.s[0] = -lr;
-    a.s[1] = momentum;
-    a.s[2] = 1 - dampening;
-    a.s[3] = weight_decay;
-    a.s[4] = maximize ? -1.0 : 1.0;
+    ev_tensor *ts[3];
+    int rc = ev__check_exec(fn, ex);
+    if (rc || (rc = sgd_check_hyper(fn, lr, momentum, dampening, weight_decay, nesterov)) ||
+        (rc = sgd_prepare(fn, param, grad, momentum_buf, lr, momentum, dampening,
+                          weight_decay, nesterov, maximize, first_step, &a, ts)) ||
+        a.numel == 0) {
+        return rc;
+    }
     return opt_submit(ex, fn, &a, ts, 3);
 }
 
@@ -313,16 +342,11 @@ enum { ADAM_L2 = 1, ADAM_DECOUPLED = 2, ADAM_AMSGRAD = 4 };
 ADAM_RANGE(adam_range_f32, float, sqrtf)
 ADAM_RANGE(adam_range_f64, double, sqrt)
 
-int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad, ev_tensor *exp_avg,
-                    ev_tensor *exp_avg_sq, ev_tensor *max_exp_avg_sq, int64_t step, double lr,
-                    double beta1, double beta2, double eps, double weight_decay, int decoupled,
-                    int maximize)
+static int adam_check_hyper(const char *fn, double lr, double beta1, double beta2, double eps,
+                            double weight_decay)
 {
-    const char *fn = decoupled ? "adamw_update_" : "adam_update_";
-    static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq",
-                                        "max_exp_avg_sq"};
-    int rc = ev__check_exec(fn, ex);
-    if (rc || (rc = check_nonneg(fn, "learning rate", lr)) ||
+    int rc;
+    if ((rc = check_nonneg(fn, "learning rate", lr)) ||
         (rc = check_nonneg(fn, "epsilon value", eps)) ||
         (rc = check_nonneg(fn, "weight_decay value", weight_decay))) {
         return rc;
@@ -332,18 +356,33 @@ int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad, ev_ten
         return ev__set_message(EV_EINVAL, "%s: invalid beta parameter at index %d: %g "
                                "(expected 0 <= beta < 1)", fn, k, k ? beta2 : beta1);
     }
+    return 0;
+}
+
+/* As sgd_prepare, for Adam: ts gets param, grad, exp_avg, exp_avg_sq and
+ * max_exp_avg_sq (or NULL). */
+static int adam_prepare(const char *fn, ev_tensor *param, ev_tensor *grad, ev_tensor *exp_avg,
+                        ev_tensor *exp_avg_sq, ev_tensor *max_exp_avg_sq, int64_t step,
+                        double lr, double beta1, double beta2, double eps, double weight_decay,
+                        int decoupled, int maximize, opt_arg *a, ev_tensor **ts)
+{
+    static const char *const names[] = {"param", "grad", "exp_avg", "exp_avg_sq",
+                                        "max_exp_avg_sq"};
+    int rc;
     if (step < 1) {
         return ev__set_message(EV_EINVAL, "%s: step is %lld, expected >= 1 (the number of "
                                "updates, this one included)", fn, (long long)step);
     }
-    for (int k = 2; k < 4; k++) {
-        ev_tensor *t = k == 2 ? exp_avg : exp_avg_sq;
-        if ((rc = ev__check_tensor(fn, names[k], t))) {
-            return rc;
-        }
+    if ((rc = ev__check_tensor(fn, names[2], exp_avg)) ||
+        (rc = ev__check_tensor(fn, names[3], exp_avg_sq))) {
+        return rc;
     }
-    ev_tensor *ts[5] = {param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq};
-    if ((rc = check_tensors(fn, ts, names, 5)) || param->numel == 0) {
+    ts[0] = param;
+    ts[1] = grad;
+    ts[2] = exp_avg;
+    ts[3] = exp_avg_sq;
+    ts[4] = max_exp_avg_sq;
+    if ((rc = check_tensors(fn, ts, names, 5))) {
         return rc;
     }
     /* The host side of torch.optim's step, in float64: step is a float
@@ -352,17 +391,303 @@ int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad, ev_ten
     double bc1 = 1 - pow(beta1, t), bc2 = 1 - pow(beta2, t);
     double step_size = lr / bc1;
     double bc2_sqrt = pow(bc2, 0.5);
+    a->numel = param->numel;
+    a->range = param->dtype == EV_FLOAT32 ? adam_range_f32 : adam_range_f64;
+    a->variant = (weight_decay == 0 ? 0 : decoupled ? ADAM_DECOUPLED : ADAM_L2) |
+                 (max_exp_avg_sq ? ADAM_AMSGRAD : 0);
+    a->s[0] = -step_size;
+    a->s[1] = 1 - beta1;
+    a->s[2] = beta2;
+    a->s[3] = 1 - beta2;
+    a->s[4] = bc2_sqrt;
+    a->s[5] = eps;
+    a->s[6] = decoupled ? 1 - lr * weight_decay : weight_decay;
+    a->s[7] = maximize ? -1.0 : 1.0;
+    for (int k = 0; k < OPT_MAX_TENSORS; k++) {
+        a->ptr[k] = ts[k] ? ev__tensor_ptr(ts[k]) : NULL;
+    }
+    return 0;
+}
+
+int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad, ev_tensor *exp_avg,
+                    ev_tensor *exp_avg_sq, ev_tensor *max_exp_avg_sq, int64_t step, double lr,
+                    double beta1, double beta2, double eps, double weight_decay, int decoupled,
+                    int maximize)
+{
+    const char *fn = decoupled ? "adamw_update_" : "adam_update_";
     opt_arg a;
-    a.range = param->dtype == EV_FLOAT32 ? adam_range_f32 : adam_range_f64;
-    a.variant = (weight_decay == 0 ? 0 : decoupled ? ADAM_DECOUPLED : ADAM_L2) |
-                (max_exp_avg_sq ? ADAM_AMSGRAD : 0);
-    a.s[0] = -step_size;
-    a.s[1] = 1 - beta1;
-    a.s[2] = beta2;
-    a.s[3] = 1 - beta2;
-    a.s[4] = bc2_sqrt;
-    a.s[5] = eps;
-    a.s[6] = decoupled ? 1 - lr * weight_decay : weight_decay;
-    a.s[7] = maximize ? -1.0 : 1.0;
+    ev_tensor *ts[5];
+    int rc = ev__check_exec(fn, ex);
+    if (rc || (rc = adam_check_hyper(fn, lr, beta1, beta2, eps, weight_decay)) ||
+        (rc = adam_prepare(fn, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
+                           beta1, beta2, eps, weight_decay, decoupled, maximize, &a, ts)) ||
+        a.numel == 0) {
+        return rc;
+    }
     return opt_submit(ex, fn, &a, ts, 5);
+}
+
+/* ----------------------------------------------------- many parameters
+ *
+ * The multi-tensor forms: one instruction for a list of parameters, each
+ * with its own prepared loop argument. The chunks of the intra-op split run
+ * over the parameters' elements end to end, so small parameters share the
+ * cores as one large one would. */
+
+/* Parameters one instruction may take: its operands (at most 5 each) must
+ * fit the engine's 16-bit count. */
+#define OPT_MULTI_MAX 13000
+
+typedef struct multi_arg {
+    opt_arg *items;  /* owned (one ev__malloc block with start); non-empty params */
+    int64_t *start;  /* start[i]: item i's first element end to end; start[n]: all */
+    int n;
+} multi_arg;
+
+static void multi_drop(void *p)
+{
+    ev__free(((multi_arg *)p)->items);
+}
+
+static void multi_chunk(int64_t lo, int64_t hi, void *p)
+{
+    const multi_arg *m = p;
+    int a = 0, b = m->n - 1; /* the last item that starts at or before lo */
+    while (a < b) {
+        int mid = a + (b - a + 1) / 2;
+        if (m->start[mid] <= lo) {
+            a = mid;
+        } else {
+            b = mid - 1;
+        }
+    }
+    for (int i = a; i < m->n && m->start[i] < hi; i++) {
+        int64_t s = lo > m->start[i] ? lo - m->start[i] : 0;
+        int64_t e = (hi < m->start[i + 1] ? hi : m->start[i + 1]) - m->start[i];
+        m->items[i].range(&m->items[i], s, e);
+    }
+}
+
+static int multi_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    multi_arg *m = p;
+    ev__parallel_for(m->start[m->n], EV__PARALLEL_GRAIN, multi_chunk, m);
+    return 0;
+}
+
+/* The memory one tensor of an update spans (dense: from its first element). */
+typedef struct span {
+    uintptr_t lo, hi;
+    int write;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    uintptr_t x = ((const span *)a)->lo, y = ((const span *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+/* 1 if a tensor written by one parameter's update overlaps any tensor of
+ * another's (the updates of a call run at once). The tensors of one
+ * parameter are known not to overlap, so any overlap found is between two
+ * parameters; it matters when one side is written. */
+static int spans_conflict(span *sp, size_t n)
+{
+    qsort(sp, n, sizeof *sp, span_cmp);
+    uintptr_t end_any = 0, end_write = 0; /* the furthest ends seen so far */
+    for (size_t i = 0; i < n; i++) {
+        if (sp[i].lo < (sp[i].write ? end_any : end_write)) {
+            return 1;
+        }
+        end_any = sp[i].hi > end_any ? sp[i].hi : end_any;
+        if (sp[i].write) {
+            end_write = sp[i].hi > end_write ? sp[i].hi : end_write;
+        }
+    }
+    return 0;
+}
+
+/* Adds " (parameter i)" to the message of the failed call. */
+static int at_index(int rc, int i)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ev_last_message());
+    return ev__set_message(rc, "%s (parameter %d)", msg, i);
+}
+
+/* The part of a multi-tensor call after the per-parameter checks: ts holds
+ * nt tensors per item (grad at 1; NULL entries unused), items[0..n) the
+ * prepared loops of the non-empty ones. Takes items (freed on failure). */
+static int multi_submit(const ev_exec *ex, const char *fn, opt_arg *items, int64_t *start,
+                        int n, ev_tensor *const *ts, int nt)
+{
+    int rc = 0;
+    size_t nops = 0;
+    span *sp = ev__malloc(sizeof *sp * (size_t)(n * nt + 1));
+    ev_operand *ops = ev__malloc(sizeof *ops * (size_t)(n * nt + 1));
+    if (!sp || !ops) {
+        rc = ev__set_message(EV_ENOMEM, "%s: out of memory for %d parameters", fn, n);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < nt; k++) {
+            const ev_tensor *t = ts[(size_t)i * (size_t)nt + (size_t)k];
+            if (!t) {
+                continue;
+            }
+            uintptr_t lo = (uintptr_t)ev__tensor_ptr(t);
+            sp[nops] = (span){lo, lo + (uintptr_t)t->numel * ev__dsize(t->dtype), k != 1};
+            ops[nops] = (ev_operand){t->storage->obj, k == 1 ? EV_READ : EV_WRITE};
+            nops++;
+        }
+    }
+    if (spans_conflict(sp, nops)) {
+        rc = ev__set_message(EV_EINVAL, "%s: a tensor one parameter's update writes shares "
+                             "memory with another parameter's tensors (each parameter must "
+                             "be listed once, with tensors of its own)", fn);
+        goto done;
+    }
+    multi_arg m = {items, start, n};
+    ev_instr_desc d = {
+        .kernel = multi_kernel,
+        .arg = &m,
+        .arg_size = sizeof m,
+        .arg_drop = multi_drop,
+        .stream = ev_cpu_stream(ex->thread_uid),
+        .operands = ops,
+        .n_operands = nops,
+        .name = fn,
+        .site = ex->site,
+    };
+    rc = ev_submit(ex->vm, &d, NULL);
+    if (rc == 0) {
+        items = NULL; /* the instruction owns them now */
+    }
+done:
+    ev__free(sp);
+    ev__free(ops);
+    ev__free(items);
+    return rc;
+}
+
+/* Room for n prepared loops and their n + 1 starts, in one block. */
+static opt_arg *multi_alloc(const char *fn, int n, int64_t **start)
+{
+    opt_arg *items = ev__malloc(sizeof(opt_arg) * (size_t)n + sizeof(int64_t) * (size_t)(n + 1));
+    if (!items) {
+        ev__set_message(EV_ENOMEM, "%s: out of memory for %d parameters", fn, n);
+        return NULL;
+    }
+    *start = (int64_t *)(void *)(items + n);
+    return items;
+}
+
+static int multi_check_n(const char *fn, int n, const void *params, const void *grads)
+{
+    if (n < 0 || n > OPT_MULTI_MAX) {
+        return ev__set_message(EV_EINVAL, "%s: n is %d, expected 0 to %d parameters", fn, n,
+                               OPT_MULTI_MAX);
+    }
+    if (n > 0 && (!params || !grads)) {
+        return ev__set_message(EV_EINVAL, "%s: %s is NULL", fn, !params ? "params" : "grads");
+    }
+    return 0;
+}
+
+int ev_sgd_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                         ev_tensor *const *grads, ev_tensor *const *momentum_bufs,
+                         const int *first_steps, double lr, double momentum, double dampening,
+                         double weight_decay, int nesterov, int maximize)
+{
+    static const char fn[] = "sgd_update_multi_";
+    int rc = ev__check_exec(fn, ex);
+    if (rc || (rc = sgd_check_hyper(fn, lr, momentum, dampening, weight_decay, nesterov)) ||
+        (rc = multi_check_n(fn, n, params, grads))) {
+        return rc;
+    }
+    if (momentum != 0 && n > 0 && !momentum_bufs) {
+        return ev__set_message(EV_EINVAL, "%s: momentum_bufs is NULL but momentum is %g", fn,
+                               momentum);
+    }
+    if (n == 0) {
+        return 0;
+    }
+    int64_t *start;
+    opt_arg *items = multi_alloc(fn, n, &start);
+    ev_tensor **ts = ev__malloc(sizeof *ts * 3 * (size_t)n);
+    if (!items || !ts) {
+        ev__free(items);
+        ev__free(ts);
+        return ev__set_message(EV_ENOMEM, "%s: out of memory for %d parameters", fn, n);
+    }
+    int m = 0;
+    start[0] = 0;
+    for (int i = 0; i < n; i++) {
+        rc = sgd_prepare(fn, params[i], grads[i], momentum_bufs ? momentum_bufs[i] : NULL, lr,
+                         momentum, dampening, weight_decay, nesterov, maximize,
+                         first_steps ? first_steps[i] : 0, &items[m], &ts[3 * m]);
+        if (rc) {
+            rc = at_index(rc, i);
+            ev__free(items);
+            ev__free(ts);
+            return rc;
+        }
+        if (items[m].numel > 0) {
+            start[m + 1] = start[m] + items[m].numel;
+            m++;
+        }
+    }
+    rc = m ? multi_submit(ex, fn, items, start, m, ts, 3) : (ev__free(items), 0);
+    ev__free(ts);
+    return rc;
+}
+
+int ev_adam_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                          ev_tensor *const *grads, ev_tensor *const *exp_avgs,
+                          ev_tensor *const *exp_avg_sqs, ev_tensor *const *max_exp_avg_sqs,
+                          const int64_t *steps, double lr, double beta1, double beta2,
+                          double eps, double weight_decay, int decoupled, int maximize)
+{
+    const char *fn = decoupled ? "adamw_update_multi_" : "adam_update_multi_";
+    int rc = ev__check_exec(fn, ex);
+    if (rc || (rc = adam_check_hyper(fn, lr, beta1, beta2, eps, weight_decay)) ||
+        (rc = multi_check_n(fn, n, params, grads))) {
+        return rc;
+    }
+    if (n > 0 && (!exp_avgs || !exp_avg_sqs || !steps)) {
+        return ev__set_message(EV_EINVAL, "%s: %s is NULL", fn,
+                               !exp_avgs ? "exp_avgs" : !exp_avg_sqs ? "exp_avg_sqs" : "steps");
+    }
+    if (n == 0) {
+        return 0;
+    }
+    int64_t *start;
+    opt_arg *items = multi_alloc(fn, n, &start);
+    ev_tensor **ts = ev__malloc(sizeof *ts * 5 * (size_t)n);
+    if (!items || !ts) {
+        ev__free(items);
+        ev__free(ts);
+        return ev__set_message(EV_ENOMEM, "%s: out of memory for %d parameters", fn, n);
+    }
+    int m = 0;
+    start[0] = 0;
+    for (int i = 0; i < n; i++) {
+        rc = adam_prepare(fn, params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
+                          max_exp_avg_sqs ? max_exp_avg_sqs[i] : NULL, steps[i], lr, beta1,
+                          beta2, eps, weight_decay, decoupled, maximize, &items[m], &ts[5 * m]);
+        if (rc) {
+            rc = at_index(rc, i);
+            ev__free(items);
+            ev__free(ts);
+            return rc;
+        }
+        if (items[m].numel > 0) {
+            start[m + 1] = start[m] + items[m].numel;
+            m++;
+        }
+    }
+    rc = m ? multi_submit(ex, fn, items, start, m, ts, 5) : (ev__free(items), 0);
+    ev__free(ts);
+    return rc;
 }

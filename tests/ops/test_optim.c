@@ -495,6 +495,209 @@ static void test_views_of_one_storage(void)
     ev_tensor_unref(flat);
 }
 
+/* ----------------------------------------------------- many parameters */
+
+#define NMULTI 6
+
+/* Sizes of the parameters of a multi-tensor call: 0-d, empty, small, odd,
+ * and one large enough to be split (alone it would be). */
+static const int64_t multi_sizes[NMULTI] = {-1, 0, 5, 37, 1000, 70001};
+
+typedef struct multi_set {
+    ev_tensor *t[NMULTI][5]; /* param, grad, buffers */
+} multi_set;
+
+/* Two identical sets of tensors (a and b) of dtype dt, nbuf buffers each. */
+static void multi_make(ev_dtype dt, int nbuf, multi_set *a, multi_set *b)
+{
+    for (int i = 0; i < NMULTI; i++) {
+        int ndim = multi_sizes[i] < 0 ? 0 : 1;
+        int64_t n = multi_sizes[i] < 0 ? 1 : multi_sizes[i];
+        for (int k = 0; k < 5; k++) {
+            a->t[i][k] = b->t[i][k] = NULL;
+            if (k >= 2 + nbuf) {
+                continue;
+            }
+            /* Adam's second moments must not be negative. */
+            double *v = host_rand(n, k == 3 || k == 4 ? 0 : -1, 1);
+            a->t[i][k] = make(dt, ndim, SHAPE(n), v);
+            b->t[i][k] = make(dt, ndim, SHAPE(n), v);
+            free(v);
+        }
+    }
+}
+
+static void multi_check_same(multi_set *a, multi_set *b)
+{
+    for (int i = 0; i < NMULTI; i++) {
+        for (int k = 0; k < 5; k++) {
+            if (!a->t[i][k]) {
+                continue;
+            }
+            int64_t n = ev_tensor_numel(a->t[i][k]);
+            double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+            CHECK(want);
+            read_f64(b->t[i][k], want);
+            check_exact(a->t[i][k], want, n, "multi");
+            free(want);
+            ev_tensor_unref(a->t[i][k]);
+            ev_tensor_unref(b->t[i][k]);
+        }
+    }
+}
+
+/* The multi-tensor forms give the one-parameter forms' results, bit for bit. */
+static void test_multi_matches_single(void)
+{
+    for (int d = 0; d < 2; d++) {
+        ev_dtype dt = d ? EV_FLOAT64 : EV_FLOAT32;
+        multi_set a, b;
+        multi_make(dt, 1, &a, &b);
+        for (int s = 0; s < 3; s++) {
+            ev_tensor *ps[NMULTI], *gs[NMULTI], *bs[NMULTI];
+            int first[NMULTI];
+            for (int i = 0; i < NMULTI; i++) {
+                ps[i] = a.t[i][0];
+                gs[i] = a.t[i][1];
+                bs[i] = a.t[i][2];
+                first[i] = s == 0 && i % 2 == 0; /* some buffers start, others run */
+                CHECK_OK(ev_sgd_update_(&EX, b.t[i][0], b.t[i][1], b.t[i][2], 0.1, 0.9, 0.1,
+                                        0.01, 0, s == 1, first[i]));
+            }
+            CHECK_OK(ev_sgd_update_multi_(&EX, NMULTI, ps, gs, bs, first, 0.1, 0.9, 0.1, 0.01,
+                                          0, s == 1));
+        }
+        multi_check_same(&a, &b);
+
+        multi_make(dt, 3, &a, &b);
+        for (int s = 1; s <= 3; s++) {
+            ev_tensor *ps[NMULTI], *gs[NMULTI], *ms[NMULTI], *vs[NMULTI], *xs[NMULTI];
+            int64_t steps[NMULTI];
+            for (int i = 0; i < NMULTI; i++) {
+                ps[i] = a.t[i][0];
+                gs[i] = a.t[i][1];
+                ms[i] = a.t[i][2];
+                vs[i] = a.t[i][3];
+                xs[i] = a.t[i][4];
+                steps[i] = s + i; /* per parameter */
+                CHECK_OK(ev_adam_update_(&EX, b.t[i][0], b.t[i][1], b.t[i][2], b.t[i][3],
+                                         b.t[i][4], steps[i], 1e-2, 0.9, 0.99, 1e-8, 0.05, s == 2,
+                                         s == 3));
+            }
+            /* decoupled at step 2, maximize at step 3 */
+            CHECK_OK(ev_adam_update_multi_(&EX, NMULTI, ps, gs, ms, vs, xs, steps, 1e-2, 0.9,
+                                           0.99, 1e-8, 0.05, s == 2, s == 3));
+        }
+        multi_check_same(&a, &b);
+    }
+}
+
+static void test_multi_errors(void)
+{
+    ev_tensor *flat = make(EV_FLOAT32, 1, SHAPE(12), VALS(1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1));
+    ev_tensor *p0, *p1, *g0, *g1, *mid;
+    CHECK_OK(ev_slice(flat, 0, 0, 3, 1, &p0));
+    CHECK_OK(ev_slice(flat, 0, 3, 6, 1, &p1));
+    CHECK_OK(ev_slice(flat, 0, 6, 9, 1, &g0));
+    CHECK_OK(ev_slice(flat, 0, 9, 12, 1, &g1));
+    CHECK_OK(ev_slice(flat, 0, 2, 5, 1, &mid));
+    ev_tensor *g3 = make(EV_FLOAT32, 1, SHAPE(4), VALS(1, 1, 1, 1));
+
+    /* Views of one storage side by side; one grad read by both: fine. */
+    CHECK_OK(ev_sgd_update_multi_(&EX, 2, (ev_tensor *[]){p0, p1}, (ev_tensor *[]){g0, g0},
+                                  NULL, NULL, 0.5, 0, 0, 0, 0, 0));
+    check_exact(flat, VALS(0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 1, 1, 1, 1, 1, 1), 12, "flat");
+
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 2, (ev_tensor *[]){p0, p0}, (ev_tensor *[]){g0, g1},
+                                  NULL, NULL, 0.5, 0, 0, 0, 0, 0), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "each parameter must be listed once");
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 2, (ev_tensor *[]){p0, mid}, (ev_tensor *[]){g0, g1},
+                                  NULL, NULL, 0.5, 0, 0, 0, 0, 0), EV_EINVAL);
+    /* Parameter 1's grad is parameter 0 (written): refused. */
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 2, (ev_tensor *[]){p0, p1}, (ev_tensor *[]){g0, p0},
+                                  NULL, NULL, 0.5, 0, 0, 0, 0, 0), EV_EINVAL);
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 2, (ev_tensor *[]){p0, p1}, (ev_tensor *[]){g0, g3},
+                                  NULL, NULL, 0.5, 0, 0, 0, 0, 0), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "grad has shape [4], expected param's [3] "
+                                          "(parameter 1)");
+    CHECK_EQ(ev_sgd_update_multi_(&EX, -1, NULL, NULL, NULL, NULL, 0.5, 0, 0, 0, 0, 0),
+             EV_EINVAL);
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 1, (ev_tensor *[]){p0}, NULL, NULL, NULL, 0.5, 0, 0, 0,
+                                  0, 0), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "grads is NULL");
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 1, (ev_tensor *[]){p0}, (ev_tensor *[]){g0}, NULL, NULL,
+                                  0.5, 0.9, 0, 0, 0, 0), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "momentum_bufs is NULL");
+    CHECK_EQ(ev_sgd_update_multi_(&EX, 1, (ev_tensor *[]){p0}, (ev_tensor *[]){g0}, NULL, NULL,
+                                  -0.5, 0, 0, 0, 0, 0), EV_EINVAL);
+    CHECK_EQ(ev_adam_update_multi_(&EX, 1, (ev_tensor *[]){p0}, (ev_tensor *[]){g0}, NULL,
+                                   NULL, NULL, (int64_t[]){1}, 1e-3, 0.9, 0.999, 1e-8, 0, 0, 0),
+             EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "exp_avgs is NULL");
+    CHECK_EQ(ev_adam_update_multi_(&EX, 2, (ev_tensor *[]){p0, p1}, (ev_tensor *[]){g0, g1},
+                                   (ev_tensor *[]){g0, g1}, (ev_tensor *[]){p1, g1}, NULL,
+                                   (int64_t[]){1, 0}, 1e-3, 0.9, 0.999, 1e-8, 0, 0, 0),
+             EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "grad and exp_avg share memory (each must be a "
+                                          "tensor of its own) (parameter 0)");
+    /* n == 0 is nothing to do. */
+    CHECK_OK(ev_adam_update_multi_(&EX, 0, NULL, NULL, NULL, NULL, NULL, NULL, 1e-3, 0.9,
+                                   0.999, 1e-8, 0, 0, 0));
+    /* Nothing was issued by the failed calls. */
+    check_exact(flat, VALS(0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 1, 1, 1, 1, 1, 1), 12, "flat");
+    ev_tensor *all[] = {flat, p0, p1, g0, g1, mid, g3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        ev_tensor_unref(all[i]);
+    }
+}
+
+/* Many small parameters in one instruction, split over the threads. */
+static void test_multi_many(void)
+{
+    enum { N = 300 };
+    ev_tensor *ps[N], *gs[N], *ms[N], *vs[N], *qs[N], *hs[N], *ns[N], *ws[N];
+    int64_t steps[N];
+    for (int i = 0; i < N; i++) {
+        int64_t n = 1 + (i * 97) % 1500;
+        double *p = host_rand(n, -1, 1), *g = host_rand(n, -1, 1);
+        double *z = calloc((size_t)n, sizeof(double));
+        CHECK(z);
+        ps[i] = make(EV_FLOAT32, 1, SHAPE(n), p);
+        qs[i] = make(EV_FLOAT32, 1, SHAPE(n), p);
+        gs[i] = make(EV_FLOAT32, 1, SHAPE(n), g);
+        ms[i] = make(EV_FLOAT32, 1, SHAPE(n), z);
+        vs[i] = make(EV_FLOAT32, 1, SHAPE(n), z);
+        hs[i] = make(EV_FLOAT32, 1, SHAPE(n), z);
+        ns[i] = make(EV_FLOAT32, 1, SHAPE(n), z);
+        ws[i] = NULL;
+        steps[i] = 1;
+        free(p);
+        free(g);
+        free(z);
+    }
+    for (int s = 0; s < 3; s++) {
+        CHECK_OK(ev_adam_update_multi_(&EX, N, ps, gs, ms, vs, NULL, steps, 1e-2, 0.9, 0.999,
+                                       1e-8, 0.01, 1, 0));
+        for (int i = 0; i < N; i++) {
+            CHECK_OK(ev_adam_update_(&EX, qs[i], gs[i], hs[i], ns[i], ws[i], steps[i], 1e-2, 0.9,
+                                     0.999, 1e-8, 0.01, 1, 0));
+            steps[i]++;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t n = ev_tensor_numel(ps[i]);
+        double *want = malloc(sizeof(double) * (size_t)n);
+        CHECK(want);
+        read_f64(qs[i], want);
+        check_exact(ps[i], want, n, "param");
+        free(want);
+        ev_tensor *all[] = {ps[i], qs[i], gs[i], ms[i], vs[i], hs[i], ns[i]};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+            ev_tensor_unref(all[k]);
+        }
+    }
+}
+
 int main(void)
 {
     test_setup();
@@ -506,6 +709,9 @@ int main(void)
     RUN_TEST(test_transposed);
     RUN_TEST(test_errors);
     RUN_TEST(test_views_of_one_storage);
+    RUN_TEST(test_multi_matches_single);
+    RUN_TEST(test_multi_errors);
+    RUN_TEST(test_multi_many);
     test_teardown();
     return 0;
 }
