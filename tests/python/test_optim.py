@@ -214,12 +214,13 @@ def with_skips(gs_steps):
 
 # ---------------------------------------------------------------- SGD
 
+@pytest.mark.parametrize("foreach", [None, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cfg", SGD_CONFIGS)
-def test_sgd_matches_reference(cfg, dtype):
+def test_sgd_matches_reference(cfg, dtype, foreach):
     arrays = make_params(dtype)
     gs_steps = with_skips(grads_for(arrays, 5))
-    params, opt = run_ev(optim.SGD, arrays, gs_steps, **cfg)
+    params, opt = run_ev(optim.SGD, arrays, gs_steps, foreach=foreach, **cfg)
     want, bufs = ref_sgd(arrays, gs_steps, **cfg)
     for p, w in zip(params, want):
         np.testing.assert_array_equal(np_value(p), w)
@@ -244,12 +245,13 @@ def test_sgd_matches_torch(cfg):
 
 # --------------------------------------------------------------- Adam
 
+@pytest.mark.parametrize("foreach", [None, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cfg", ADAM_CONFIGS)
-def test_adam_matches_reference(cfg, dtype):
+def test_adam_matches_reference(cfg, dtype, foreach):
     arrays = make_params(dtype)
     gs_steps = with_skips(grads_for(arrays, 6))
-    params, opt = run_ev(optim.Adam, arrays, gs_steps, **cfg)
+    params, opt = run_ev(optim.Adam, arrays, gs_steps, foreach=foreach, **cfg)
     want, m, v, mx = ref_adam(arrays, gs_steps, **cfg)
     for i, p in enumerate(params):
         np.testing.assert_array_equal(np_value(p), want[i])
@@ -263,12 +265,13 @@ def test_adam_matches_reference(cfg, dtype):
             assert "max_exp_avg_sq" not in st
 
 
+@pytest.mark.parametrize("foreach", [None, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("cfg", ADAMW_CONFIGS)
-def test_adamw_matches_reference(cfg, dtype):
+def test_adamw_matches_reference(cfg, dtype, foreach):
     arrays = make_params(dtype)
     gs_steps = grads_for(arrays, 5)
-    params, opt = run_ev(optim.AdamW, arrays, gs_steps, **cfg)
+    params, opt = run_ev(optim.AdamW, arrays, gs_steps, foreach=foreach, **cfg)
     full = dict(weight_decay=1e-2)
     full.update(cfg)
     want, m, v, mx = ref_adam(arrays, gs_steps, decoupled=True, **full)
@@ -357,6 +360,42 @@ def test_large_param_split_over_threads():
     params, _ = run_ev(optim.Adam, arrays, gs_steps, lr=1e-2, amsgrad=True)
     want, *_ = ref_adam(arrays, gs_steps, lr=1e-2, amsgrad=True)
     np.testing.assert_array_equal(np_value(params[0]), want[0])
+
+
+def test_one_instruction_per_group():
+    """A step issues one instruction per group (foreach=False: one per
+    parameter), whatever the number of parameters."""
+    import eagervm.profiler as prof  # noqa: F401 (the recorder below)
+    params = [ev.zeros(5) for _ in range(7)]
+    for foreach, want in ((None, 1), (False, 7)):
+        opt = optim.Adam(params, foreach=foreach)
+        for p in params:
+            set_grad(p, ev.ones(5))
+        ev.synchronize()
+        ev._C._profile_enable(True)
+        try:
+            opt.step()
+            names = [r[0] for r in ev._C._profile_records()]
+        finally:
+            ev._C._profile_enable(False)
+        kind = "adam_update_multi_" if foreach is None else "adam_update_"
+        assert names.count(kind) == want, names
+
+
+def test_mixed_layouts_and_duplicates_in_a_group():
+    """Contiguous params go in the group's instruction, others one by one; a
+    param listed twice is updated twice, in order (with a warning)."""
+    base = ev.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    a, t = ev.zeros(4), base.T
+    with pytest.warns(UserWarning, match="duplicate"):
+        opt = optim.SGD([a, t, a], lr=0.5, momentum=0.5)
+    set_grad(a, ev.ones(4))
+    set_grad(t, ev.ones((4, 3)))
+    opt.step()
+    # a: buf = 1, a = -0.5; then buf = 0.5 + 1 = 1.5, a = -0.5 - 0.75
+    np.testing.assert_array_equal(np_value(a), np.full(4, -1.25, np.float32))
+    np.testing.assert_array_equal(np_value(base), np.arange(12, dtype=np.float32).reshape(3, 4)
+                                  - 0.5)
 
 
 def test_empty_param():
@@ -475,7 +514,7 @@ def test_param_groups_and_defaults():
     np.testing.assert_allclose(np_value(b), np.full(3, -0.5, np.float32))
     np.testing.assert_allclose(np_value(c), np.full(4, -0.1, np.float32))
     assert set(opt.defaults) == {"lr", "momentum", "dampening", "weight_decay", "nesterov",
-                                 "maximize"}
+                                 "maximize", "foreach"}
     text = repr(opt)
     assert text.startswith("SGD (\nParameter Group 0\n") and "    lr: 0.5\n" in text
 

@@ -1,8 +1,9 @@
-"""eagervm.optim.Adam and AdamW, as torch.optim.Adam and AdamW (single-tensor,
-non-capturable path), one fused instruction per parameter."""
+"""eagervm.optim.Adam and AdamW, as torch.optim.Adam and AdamW (their
+single-tensor, non-capturable formulas), each step one fused instruction for
+all the parameters of a group (or one per parameter with foreach=False: the
+same results)."""
 from .. import _C
-from .._C import Tensor
-from .optimizer import Optimizer, _grad_of, _update, _zeros_for
+from .optimizer import Optimizer, _MULTI_CHUNK, _grad_of, _split_group, _update, _zeros_for
 
 __all__ = ["Adam", "AdamW"]
 
@@ -37,10 +38,10 @@ class Adam(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+                 amsgrad=False, *, maximize=False, foreach=None, decoupled_weight_decay=False):
         _check_hyper(lr, betas, eps, weight_decay)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
@@ -50,42 +51,47 @@ class Adam(Optimizer):
             group.setdefault("amsgrad", False)
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
+            group.setdefault("foreach", None)
 
     def step(self, closure=None):
         """One Adam step over every parameter that has a gradient; returns the
         closure's loss (None without a closure)."""
         loss = self._call_closure(closure)
         state_of = self.state._of
-        update = _C._adam_update_
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr, eps, wd, amsgrad = group["lr"], group["eps"], group["weight_decay"], \
-                group["amsgrad"]
-            decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-            for p in group["params"]:
-                g = _grad_of(p)
-                if g is None:
-                    continue
-                state = state_of(p)
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = _zeros_for(p)
-                    state["exp_avg_sq"] = _zeros_for(p)
-                if amsgrad:
-                    mx = state.get("max_exp_avg_sq")
-                    if mx is None:
-                        mx = state["max_exp_avg_sq"] = _zeros_for(p)
-                else:
-                    mx = None
-                step = state["step"] + 1
-                if type(g) is Tensor and p.is_contiguous() and g.is_contiguous():
-                    update(p, g, state["exp_avg"], state["exp_avg_sq"], mx, step, lr, beta1,
-                           beta2, eps, wd, decoupled, maximize)
-                else:
-                    _update(update, p, g, state["exp_avg"], state["exp_avg_sq"], mx, step, lr,
-                            beta1, beta2, eps, wd, decoupled, maximize)
-                state["step"] = step  # counted once the update is issued
+            amsgrad = group["amsgrad"]
+            hyper = (group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
+                     group["decoupled_weight_decay"], group["maximize"])
+            fast, slow = _split_group(group, _grad_of)
+            states = [self._state_for(state_of, p, amsgrad) for p, _ in fast]
+            for lo in range(0, len(fast), _MULTI_CHUNK):
+                chunk, sts = fast[lo:lo + _MULTI_CHUNK], states[lo:lo + _MULTI_CHUNK]
+                steps = [st["step"] + 1 for st in sts]
+                _C._adam_update_multi_(
+                    [p for p, _ in chunk], [g for _, g in chunk], [st["exp_avg"] for st in sts],
+                    [st["exp_avg_sq"] for st in sts],
+                    [st["max_exp_avg_sq"] for st in sts] if amsgrad else None, steps, *hyper)
+                for st, step in zip(sts, steps):  # counted once the update is issued
+                    st["step"] = step
+            for p, g in slow:
+                st = self._state_for(state_of, p, amsgrad)
+                step = st["step"] + 1
+                _update(_C._adam_update_, p, g, st["exp_avg"], st["exp_avg_sq"],
+                        st["max_exp_avg_sq"] if amsgrad else None, step, *hyper)
+                st["step"] = step
         return loss
+
+    @staticmethod
+    def _state_for(state_of, p, amsgrad):
+        state = state_of(p)
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = _zeros_for(p)
+            state["exp_avg_sq"] = _zeros_for(p)
+        if amsgrad and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = _zeros_for(p)
+        return state
 
 
 class AdamW(Adam):
@@ -93,9 +99,9 @@ class AdamW(Adam):
     torch.optim.AdamW (weight_decay defaults to 1e-2)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False):
+                 amsgrad=False, *, maximize=False, foreach=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         foreach=foreach, decoupled_weight_decay=True)
 
     def __setstate__(self, state):
         super().__setstate__(state)

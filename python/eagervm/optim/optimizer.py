@@ -345,6 +345,30 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
 
 
+# Parameters per multi-tensor instruction (the C form takes up to 13000).
+_MULTI_CHUNK = 4096
+
+
+def _split_group(group, grad_of):
+    """The group's (param, grad) pairs that have a gradient, as (fast, slow):
+    fast for the group's one multi-tensor instruction (contiguous param and
+    grad), slow for one instruction each (other layouts, foreach=False, and
+    every pair of a group that lists a parameter twice: those are updated
+    one after the other, in order, as PyTorch does)."""
+    fast, slow = [], []
+    for p in group["params"]:
+        g = grad_of(p)
+        if g is None:
+            continue
+        if type(g) is _C.Tensor and p.is_contiguous() and g.is_contiguous():
+            fast.append((p, g))
+        else:
+            slow.append((p, g))
+    if group.get("foreach") is False or len({id(p) for p, _ in fast}) != len(fast):
+        return [], fast + slow
+    return fast, slow
+
+
 def _zeros_for(p):
     """A zero state buffer for p: contiguous (see _update)."""
     return _C.zeros_like(p)
