@@ -187,6 +187,38 @@ EV_API int64_t ev_tensor_numel(const ev_tensor *t);
 EV_API int ev_tensor_is_contiguous(const ev_tensor *t);
 /* 1 if a and b view the same storage. */
 EV_API int ev_tensor_same_storage(const ev_tensor *a, const ev_tensor *b);
+/* How many instructions issued so far write t's storage (any view of it),
+ * counted when each is issued: an in-place op bumps it at once, before it
+ * runs. Lets an upper layer notice that a tensor it saved was modified. */
+EV_API uint64_t ev_tensor_version(const ev_tensor *t);
+/* The instruction name and site (either may be NULL) of the last write
+ * counted by ev_tensor_version. */
+EV_API void ev_tensor_last_write(const ev_tensor *t, const char **name, const ev_site **site);
+/* A new handle on t's elements: same dtype, shape, strides, offset and
+ * storage, but none of t's ext state. */
+EV_API int ev_tensor_alias(ev_tensor *t, ev_tensor **out);
+
+/* 1 if the caller's reference is the only one to t and to its storage (no
+ * other tensor or view shares the elements). */
+EV_API int ev_tensor_is_unique(const ev_tensor *t);
+
+/* 1 if another tensor (a view: t's base, or a view of t) shares t's
+ * storage, not counting handles made by ev_tensor_alias. */
+EV_API int ev_tensor_has_views(const ev_tensor *t);
+
+/* An upper layer's state on one tensor (autograd keeps requires_grad, the
+ * gradient and the graph edge there). Embed it as the first member of your
+ * struct; release runs once, when the tensor's last reference goes. */
+typedef struct ev_tensor_ext ev_tensor_ext;
+struct ev_tensor_ext {
+    void (*release)(ev_tensor_ext *self);
+};
+/* t's ext state, or NULL. Thread-safe. */
+EV_API ev_tensor_ext *ev_tensor_ext_get(const ev_tensor *t);
+/* Sets t's ext state if it has none and returns ext; if another call set
+ * one first, returns that one (and the caller keeps ext). Thread-safe. */
+EV_API ev_tensor_ext *ev_tensor_ext_set(ev_tensor *t, ev_tensor_ext *ext);
+
 /* The engine object of t's storage (for submitting custom instructions that
  * read or write t; borrowed, valid while t is referenced). */
 EV_API ev_obj *ev_tensor_obj(const ev_tensor *t);

@@ -38,13 +38,18 @@ _FROM_TABLE = tuple(dict.fromkeys(
 globals().update({_name: getattr(_C, _name) for _name in _HAND_WRITTEN + _FROM_TABLE})
 
 from . import asyncs  # noqa: F401
+from . import autograd  # noqa: E402
+from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402
 from . import _config  # noqa: E402
 from ._config import config, show_config  # noqa: E402,F401
 
 __version__ = _C._config()["version"]
 from . import profiler  # noqa: F401,E402
+from .serialization import load, save  # noqa: E402,F401
 
-__all__ = list(_HAND_WRITTEN + _FROM_TABLE) + ["asyncs", "profiler", "config", "show_config"]
+__all__ = list(_HAND_WRITTEN + _FROM_TABLE) + [
+    "asyncs", "profiler", "config", "show_config", "autograd", "no_grad", "enable_grad",
+    "set_grad_enabled", "is_grad_enabled", "save", "load"]
 
 _config._warn_if_no_blas()  # once per process: a module is imported once
 

@@ -119,6 +119,13 @@ typedef struct ev__storage {
     bool parked;        /* on the reuse list; guarded by the reuse lock */
     uint32_t park_uid;  /* the stream its pending uses run on */
     struct ev__storage *park_prev, *park_next;
+    /* Bumped by every instruction issued that writes the storage, with
+     * the name and site of the last one (ev_tensor_version). Relaxed: a
+     * reader orders itself with the writer by program order or a wait. */
+    atomic_uint_least64_t version;
+    atomic_int aliases; /* of refs, the handles made by ev_tensor_alias */
+    _Atomic(const char *) last_write_name;
+    _Atomic(const ev_site *) last_write_site;
 } ev__storage;
 
 /* Stream-ordered reuse: when the last tensor on a storage of at least
@@ -138,9 +145,12 @@ ev__block *ev__reuse_take(ev_vm *vm, uint32_t uid, size_t nbytes);
  * block, or NULL if the block was taken. */
 ev__block *ev__reuse_unpark(ev__storage *s);
 
-/* Metadata is immutable after creation, so any thread may read it. */
+/* Metadata is immutable after creation, so any thread may read it; ext, an
+ * upper layer's state, is set at most once (see ev_tensor_ext_set). */
 struct ev_tensor {
     atomic_int refs;
+    _Atomic(ev_tensor_ext *) ext;
+    bool is_alias;                  /* made by ev_tensor_alias */
     ev_dtype dtype;
     int ndim;
     int64_t numel;

@@ -76,6 +76,10 @@ static int storage_new(const ev_exec *ex, size_t nbytes, ev__storage **out)
     s->obj = NULL;
     s->was_parked = false;
     s->parked = false;
+    atomic_init(&s->version, 0);
+    atomic_init(&s->aliases, 0);
+    atomic_init(&s->last_write_name, NULL);
+    atomic_init(&s->last_write_site, NULL);
     int rc = 0;
     if (nbytes >= EV__REUSE_MIN) {
         s->block = ev__reuse_take(ex->vm, ex->thread_uid, nbytes);
@@ -141,6 +145,13 @@ void ev_tensor_unref(ev_tensor *t)
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
+    ev_tensor_ext *ext = atomic_load_explicit(&t->ext, memory_order_acquire);
+    if (ext) {
+        ext->release(ext);
+    }
+    if (t->is_alias) {
+        atomic_fetch_sub_explicit(&t->storage->aliases, 1, memory_order_relaxed);
+    }
     ev_vm *vm = t->storage->vm;
     storage_unref(t->storage);
     ev__call_deferred(vm, tensor_struct_free, t);
@@ -163,6 +174,8 @@ static int tensor_struct(ev_dtype dtype, int ndim, const int64_t *shape, const i
         return ev__set_message(EV_ENOMEM, "out of memory for a tensor");
     }
     atomic_init(&t->refs, 1);
+    atomic_init(&t->ext, NULL);
+    t->is_alias = false;
     t->dtype = dtype;
     t->ndim = ndim;
     t->offset = offset;
@@ -529,6 +542,60 @@ int ev_tensor_same_storage(const ev_tensor *a, const ev_tensor *b)
     return a && b && a->storage == b->storage;
 }
 
+uint64_t ev_tensor_version(const ev_tensor *t)
+{
+    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+}
+
+void ev_tensor_last_write(const ev_tensor *t, const char **name, const ev_site **site)
+{
+    *name = atomic_load_explicit(&t->storage->last_write_name, memory_order_relaxed);
+    *site = atomic_load_explicit(&t->storage->last_write_site, memory_order_relaxed);
+}
+
+int ev_tensor_is_unique(const ev_tensor *t)
+{
+    return atomic_load_explicit(&((ev_tensor *)t)->refs, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&t->storage->refs, memory_order_acquire) == 1;
+}
+
+int ev_tensor_has_views(const ev_tensor *t)
+{
+    /* relaxed: a hint for the issuing thread, which made the views. */
+    int refs = atomic_load_explicit(&t->storage->refs, memory_order_relaxed);
+    int aliases = atomic_load_explicit(&t->storage->aliases, memory_order_relaxed);
+    return refs - aliases - (t->is_alias ? 0 : 1) > 0;
+}
+
+ev_tensor_ext *ev_tensor_ext_get(const ev_tensor *t)
+{
+    /* acquire: pairs with the release of the set, so the state it points
+     * to is seen initialised. */
+    return atomic_load_explicit(&((ev_tensor *)t)->ext, memory_order_acquire);
+}
+
+ev_tensor_ext *ev_tensor_ext_set(ev_tensor *t, ev_tensor_ext *ext)
+{
+    ev_tensor_ext *expected = NULL;
+    /* acq_rel: publishes ext on success, and on failure sees the winner's. */
+    if (atomic_compare_exchange_strong_explicit(&t->ext, &expected, ext, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        return ext;
+    }
+    return expected;
+}
+
+int ev_tensor_alias(ev_tensor *t, ev_tensor **out)
+{
+    int rc = tensor_struct(t->dtype, t->ndim, t->shape, t->strides, t->offset, t->storage, out);
+    if (rc == 0) {
+        atomic_fetch_add_explicit(&t->storage->refs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->storage->aliases, 1, memory_order_relaxed);
+        (*out)->is_alias = true;
+    }
+    return rc;
+}
+
 ev_obj *ev_tensor_obj(const ev_tensor *t)
 {
     return t->storage->obj;
@@ -569,6 +636,16 @@ int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const v
         .site = ex->site,
     };
     int rc = ev_submit(ex->vm, &d, NULL);
+    if (!rc) {
+        for (int i = 0; i < n_writes; i++) {
+            if (writes[i]) {
+                ev__storage *s = writes[i]->storage;
+                atomic_fetch_add_explicit(&s->version, 1, memory_order_relaxed);
+                atomic_store_explicit(&s->last_write_name, name, memory_order_relaxed);
+                atomic_store_explicit(&s->last_write_site, ex->site, memory_order_relaxed);
+            }
+        }
+    }
     if (rc && drop) {
         /* Nothing was queued and the engine will not call drop: release what
          * the argument references here. */

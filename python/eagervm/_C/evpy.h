@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "eagervm/autograd.h"
 #include "eagervm/ops.h"
 #include "eagervm/tensor.h"
 #include "eagervm/vm.h"
@@ -176,6 +177,30 @@ int evpy_is_advanced_key(PyObject *key);
 PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key);
 int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value);
 extern PyMethodDef evpy_asyncs_methods[];
+
+/* autograd.c: the Node type, grad mode and the backward functions of the
+ * module, the Tensor methods, and the Tensor attributes tensor.c lists. */
+int evpy_autograd_init(PyObject *module);
+extern PyMethodDef evpy_autograd_methods[];
+extern PyMethodDef evpy_tensor_autograd_methods[];
+PyObject *evpy_tensor_get_requires_grad(PyObject *self, void *closure);
+int evpy_tensor_set_requires_grad(PyObject *self, PyObject *value, void *closure);
+PyObject *evpy_tensor_get_grad(PyObject *self, void *closure);
+int evpy_tensor_set_grad(PyObject *self, PyObject *value, void *closure);
+PyObject *evpy_tensor_get_is_leaf(PyObject *self, void *closure);
+PyObject *evpy_tensor_get_grad_fn(PyObject *self, void *closure);
+
+/* Calls a creation op's binding without its requires_grad= keyword, then
+ * marks the result as requiring grad if it was true. (autograd.c) */
+typedef PyObject *(*evpy_binding_fn)(evpy_state *st, int code, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames);
+PyObject *evpy_call_creation(evpy_binding_fn binding, evpy_state *st, int code,
+                             PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* Raises RuntimeError naming what (an op without a derivative yet) when grad
+ * mode is on and one of the n objects is a Tensor that requires grad;
+ * returns -1 then, else 0. (autograd.c) */
+int evpy_ag_refuse(const char *what, Py_ssize_t n, PyObject *const *objs);
 
 /* Wait for an op's output under EAGERVM_SYNC=1; -1 with the error raised. */
 static inline int evpy_maybe_sync(ev_tensor *t)

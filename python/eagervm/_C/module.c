@@ -429,10 +429,11 @@ static int module_exec(PyObject *m)
         return -1;
     }
     if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0 ||
-        evpy_random_init(m, st) < 0) {
+        evpy_random_init(m, st) < 0 || evpy_autograd_init(m) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_autograd_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_profile_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_optim_methods) < 0) {

@@ -28,7 +28,7 @@ PyObject *evpy_binary(evpy_state *st, int op, PyObject *a, PyObject *b)
         goto done;
     }
     ev_tensor *out;
-    int rc = ev_binary(&ex, op, ta, tb, &out);
+    int rc = ev_ag_binary(&ex, op, ta, tb, &out);
     res = evpy_finish(st, rc, out);
 done:
     if (own_a) {
@@ -49,7 +49,7 @@ static PyObject *binary_inplace(evpy_state *st, int op, PyObject *self, PyObject
         return NULL;
     }
     ev_exec ex;
-    int rc = evpy_exec(&ex) == 0 ? ev_binary_(&ex, op, ta, tb) : 1;
+    int rc = evpy_exec(&ex) == 0 ? ev_ag_binary_(&ex, op, ta, tb) : 1;
     if (own_b) {
         ev_tensor_unref(tb);
     }
@@ -109,7 +109,7 @@ static PyObject *unary_fn(evpy_state *st, int op, PyObject *const *args, Py_ssiz
     PyObject *res = NULL;
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
-        int rc = ev_unary(&ex, op, x, &out);
+        int rc = ev_ag_unary(&ex, op, x, &out);
         res = evpy_finish(st, rc, out);
     }
     if (own) {
@@ -130,7 +130,7 @@ static PyObject *unary_inplace_fn(evpy_state *st, int op, PyObject *const *args,
         !(x = evpy_need_tensor(fn, a[0])) || evpy_exec(&ex) != 0) {
         return NULL;
     }
-    int rc = ev_unary_(&ex, op, x);
+    int rc = ev_ag_unary_(&ex, op, x);
     if (rc) {
         return evpy_raise(rc);
     }
@@ -156,7 +156,39 @@ static PyObject *evpy_op_table(PyObject *mod, PyObject *Py_UNUSED(ignored));
 #define EVPY_BIND_BOTH(name, binding, code) EVPY_BOTH(name, binding, code)
 #define EVPY_BIND_FN(name, binding, code) EVPY_FN(name, binding, code)
 #define EVPY_BIND_METHOD(name, binding, code) EVPY_METH(name, binding, code)
-#define EV_FUNC(name, binding, code, bound, ...) EVPY_BIND_##bound(name, binding, code)
+/* Each EV_FUNC row's impl goes through its grad column: NOT_YET refuses
+ * inputs that require grad (no silent wrong gradient), the creation and
+ * random rows take requires_grad=; the others call the binding (which
+ * calls the autograd layer where the row says FN or VIEW). */
+#define EVPY_KIND_clamp 0
+#define EVPY_KIND_reduction 0
+#define EVPY_KIND_rowwise 0
+#define EVPY_KIND_matmul 0
+#define EVPY_KIND_view 0
+#define EVPY_KIND_copy 0
+#define EVPY_KIND_creation 1
+#define EVPY_KIND_select 0
+#define EVPY_KIND_loss 0
+#define EVPY_KIND_random 1
+#define EVPY_KIND_interop 0
+#define EVPY_KIND_scan 0
+#define EVPY_KIND_sort 0
+#define EVPY_KIND_reorder 0
+#define EVPY_KIND_data_dependent 0
+#define EVPY_DIRECT(kind, binding, nm, st, c, a, n, k) binding(st, c, a, n, k)
+#define EVPY_DISPATCH_FN(f) EVPY_DIRECT
+#define EVPY_DISPATCH_VIEW EVPY_DIRECT
+#define EVPY_DISPATCH_NOT_YET(kind, binding, nm, st, c, a, n, k) \
+    (evpy_ag_refuse(nm, n + (k ? PyTuple_GET_SIZE(k) : 0), a) ? NULL : binding(st, c, a, n, k))
+#define EVPY_DISPATCH_NONDIFF(kind, binding, nm, st, c, a, n, k) \
+    (kind ? evpy_call_creation(binding, st, c, a, n, k) : binding(st, c, a, n, k))
+#define EV_FUNC(name, binding, code, bound, args, doc, dtypes, ref, example, bench, grad) \
+    static PyObject *impl_##name##_##code(evpy_state *st, int c, PyObject *const *a,       \
+                                          Py_ssize_t n, PyObject *k)                       \
+    {                                                                                      \
+        return EVPY_DISPATCH_##grad(EVPY_KIND_##bench, binding, #name, st, c, a, n, k);    \
+    }                                                                                      \
+    EVPY_BIND_##bound(name, impl_##name##_##code, code)
 #define EVPY_INPLACE_INPLACE(x) x
 #define EVPY_INPLACE_OUT_OF_PLACE(x)
 #include "eagervm/ops.def"
@@ -316,15 +348,15 @@ typedef struct op_row {
 #define EVPY_HAS_INPLACE_OUT_OF_PLACE 0
 static const op_row op_rows[] = {
 #define EV_BINARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
-    {#name, "binary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace, \
+    {#name, "binary", #rule, doc, ref, #domain, #bench, #grad, EVPY_HAS_INPLACE_##inplace, \
      "", "", ""},
 #define EV_UNARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
-    {#name, "unary", #rule, doc, ref, #domain, #bench, grad, EVPY_HAS_INPLACE_##inplace, \
+    {#name, "unary", #rule, doc, ref, #domain, #bench, #grad, EVPY_HAS_INPLACE_##inplace, \
      "", "", ""},
 #define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad) \
-    {#name, "reduce", #rule, doc, ref, #domain, #bench, grad, 0, "", "", ""},
+    {#name, "reduce", #rule, doc, ref, #domain, #bench, #grad, 0, "", "", ""},
 #define EV_FUNC(name, binding, code, bound, args, doc, dtypes, ref, example, bench, grad) \
-    {#name, "func", "", doc, ref, "", #bench, grad, 0, #bound, args, example},
+    {#name, "func", "", doc, ref, "", #bench, #grad, 0, #bound, args, example},
 #include "eagervm/ops.def"
 };
 

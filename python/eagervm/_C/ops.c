@@ -322,7 +322,7 @@ PyObject *evpy_clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_s
         return evpy_maybe_sync(x) ? NULL : Py_NewRef(a[0]);
     }
     ev_tensor *out;
-    int rc = ev_clamp(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL, &out);
+    int rc = ev_ag_clamp(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -347,7 +347,7 @@ PyObject *evpy_cast_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
         return NULL;
     }
     ev_tensor *out;
-    int rc = ev_cast(&ex, x, (ev_dtype)dtype, &out);
+    int rc = ev_ag_cast(&ex, x, (ev_dtype)dtype, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -372,7 +372,7 @@ PyObject *evpy_reduce_fn(evpy_state *st, int op, PyObject *const *args, Py_ssize
         return NULL;
     }
     ev_tensor *out;
-    int rc = ev_reduce(&ex, op, x, ndims, all ? NULL : dims, keep, &out);
+    int rc = ev_ag_reduce(&ex, op, x, ndims, all ? NULL : dims, keep, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -439,7 +439,7 @@ PyObject *evpy_var_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
         return NULL;
     }
     ev_tensor *out;
-    int rc = (code ? ev_std : ev_var)(&ex, x, ndims, all ? NULL : dims, correction, keep, &out);
+    int rc = ev_ag_var(&ex, x, ndims, all ? NULL : dims, correction, keep, code, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -461,7 +461,7 @@ PyObject *evpy_softmax_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
         return NULL;
     }
     ev_tensor *out;
-    int rc = (code ? ev_log_softmax : ev_softmax)(&ex, x, (int)d, &out);
+    int rc = (code ? ev_ag_log_softmax : ev_ag_softmax)(&ex, x, (int)d, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -477,7 +477,7 @@ static PyObject *matmul_objs(evpy_state *st, PyObject *a, PyObject *b)
         ev_exec ex;
         if (evpy_exec(&ex) == 0) {
             ev_tensor *out;
-            int rc = ev_matmul(&ex, ta, tb, &out);
+            int rc = ev_ag_matmul(&ex, ta, tb, &out);
             res = evpy_finish(st, rc, out);
         }
         if (own_b) {
@@ -528,10 +528,14 @@ PyObject *evpy_shape_view_fn(evpy_state *st, int code, PyObject *const *args,
     }
     ev_tensor *out;
     int rc;
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
     if (code == EVPY_V_VIEW) {
-        rc = ev_view(x, nd, shape, &out);
+        rc = ev_ag_view(&ex, x, nd, shape, &out);
     } else if (code == EVPY_V_EXPAND) {
-        rc = ev_expand(x, nd, shape, &out);
+        rc = ev_ag_expand(&ex, x, nd, shape, &out);
     } else if (code == EVPY_V_PERMUTE) {
         if (nd != ev_tensor_ndim(x)) {
             PyErr_Format(PyExc_ValueError, "permute(): %d dimensions given for a tensor with %d",
@@ -542,13 +546,9 @@ PyObject *evpy_shape_view_fn(evpy_state *st, int code, PyObject *const *args,
         for (int i = 0; i < nd; i++) {
             dims[i] = (int)shape[i];
         }
-        rc = ev_permute(x, dims, &out);
+        rc = ev_ag_permute(&ex, x, dims, &out);
     } else {
-        ev_exec ex;
-        if (evpy_exec(&ex) != 0) {
-            return NULL;
-        }
-        rc = ev_reshape(&ex, x, nd, shape, &out);
+        rc = ev_ag_reshape(&ex, x, nd, shape, &out);
     }
     return evpy_finish(st, rc, out);
 }
@@ -566,7 +566,7 @@ PyObject *evpy_flatten_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
     }
     int64_t shape[1] = {-1};
     ev_tensor *out;
-    int rc = ev_reshape(&ex, x, 1, shape, &out);
+    int rc = ev_ag_reshape(&ex, x, 1, shape, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -583,7 +583,11 @@ PyObject *evpy_transpose_fn(evpy_state *st, int code, PyObject *const *args, Py_
         return NULL;
     }
     ev_tensor *out;
-    int rc = ev_transpose(x, (int)d0, (int)d1, &out);
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int rc = ev_ag_transpose(&ex, x, (int)d0, (int)d1, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -605,8 +609,12 @@ PyObject *evpy_squeeze_fn(evpy_state *st, int code, PyObject *const *args, Py_ss
         return NULL;
     }
     ev_tensor *out;
-    int rc = code ? ev_unsqueeze(x, (int)d, &out)
-                  : has ? ev_squeeze(x, (int)d, &out) : ev_squeeze_all(x, &out);
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int rc = code ? ev_ag_unsqueeze(&ex, x, (int)d, &out)
+                  : has ? ev_ag_squeeze(&ex, x, (int)d, &out) : ev_ag_squeeze_all(&ex, x, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -631,7 +639,7 @@ PyObject *evpy_contiguous_fn(evpy_state *st, int code, PyObject *const *args,
         return NULL;
     }
     ev_tensor *out;
-    int rc = code ? ev_cast(&ex, x, ev_tensor_dtype(x), &out) : ev_contiguous(&ex, x, &out);
+    int rc = ev_ag_contiguous(&ex, x, code, &out);
     return evpy_finish(st, rc, out);
 }
 

@@ -76,7 +76,7 @@ PyObject *evpy_where_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
         ev_exec ex;
         if (evpy_exec(&ex) == 0) {
             ev_tensor *out;
-            int rc = ev_where(&ex, oc.t, ox.t, oy.t, &out);
+            int rc = ev_ag_where(&ex, oc.t, ox.t, oy.t, &out);
             res = evpy_finish(st, rc, out);
         }
         op_release(&ox);
@@ -130,7 +130,7 @@ PyObject *evpy_join_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     ev_exec ex;
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out;
-        int rc = (code ? ev_stack : ev_cat)(&ex, ts, (int)n, (int)dim, &out);
+        int rc = ev_ag_cat(&ex, ts, (int)n, (int)dim, code, &out);
         res = evpy_finish(st, rc, out);
     }
 done:
@@ -183,10 +183,10 @@ PyObject *evpy_select_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
     int rc;
     switch (code) {
     case EVPY_SEL_INDEX_SELECT:
-        rc = ev_index_select(&ex, x, (int)dim, oi.t, &out);
+        rc = ev_ag_index_select(&ex, x, (int)dim, oi.t, &out);
         break;
     case EVPY_SEL_GATHER:
-        rc = ev_gather(&ex, x, (int)dim, oi.t, &out);
+        rc = ev_ag_gather(&ex, x, (int)dim, oi.t, &out);
         break;
     case EVPY_SEL_TAKE:
         rc = ev_take(&ex, x, oi.t, &out);
@@ -316,7 +316,7 @@ PyObject *evpy_cross_entropy_fn(evpy_state *st, int code, PyObject *const *args,
     ev_exec ex;
     if (evpy_exec(&ex) == 0) {
         ev_tensor *out = NULL;
-        int rc = ev_cross_entropy(&ex, x, ot.t, red, &out);
+        int rc = ev_ag_cross_entropy(&ex, x, ot.t, red, &out);
         res = evpy_finish(st, rc, out);
     }
     op_release(&ot);

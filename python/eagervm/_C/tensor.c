@@ -764,7 +764,11 @@ static PyObject *tensor_get_T(PyObject *self, void *Py_UNUSED(closure))
         dims[i] = nd - 1 - i;
     }
     ev_tensor *out;
-    int rc = ev_permute(t, dims, &out);
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return NULL;
+    }
+    int rc = ev_ag_permute(&ex, t, dims, &out);
     if (rc) {
         return evpy_raise(rc);
     }
@@ -912,6 +916,11 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
                      "but %d were indexed", nd, consume);
         return -1;
     }
+    /* Each step is a recorded view when t requires grad. */
+    ev_exec ex;
+    if (evpy_exec(&ex) != 0) {
+        return -1;
+    }
     ev_tensor *cur = ev_tensor_ref(t), *next = NULL;
     int dim = 0, rc = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -921,7 +930,7 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
             continue;
         }
         if (it == Py_None) {
-            rc = ev_unsqueeze(cur, dim, &next);
+            rc = ev_ag_unsqueeze(&ex, cur, dim, &next);
             dim++;
         } else if (PySlice_Check(it)) {
             Py_ssize_t start, stop, step;
@@ -933,7 +942,7 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
              * bounds to Py_ssize_t, an omitted one to its extreme; ev_slice
              * clamps them as PySlice_AdjustIndices would, for either sign
              * of step. */
-            rc = ev_slice(cur, dim, py_bound(start), py_bound(stop), py_bound(step), &next);
+            rc = ev_ag_slice(&ex, cur, dim, py_bound(start), py_bound(stop), py_bound(step), &next);
             dim++;
         } else {
             Py_ssize_t idx = PyNumber_AsSsize_t(it, PyExc_IndexError);
@@ -953,9 +962,9 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
                 idx += size;
             }
             ev_tensor *row;
-            rc = ev_slice(cur, dim, idx, idx + 1, 1, &row);
+            rc = ev_ag_slice(&ex, cur, dim, idx, idx + 1, 1, &row);
             if (rc == 0) {
-                rc = ev_squeeze(row, dim, &next);
+                rc = ev_ag_squeeze(&ex, row, dim, &next);
                 ev_tensor_unref(row);
             }
         }
@@ -972,6 +981,9 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
 static PyObject *tensor_getitem(PyObject *self, PyObject *key)
 {
     if (evpy_is_advanced_key(key)) {
+        if (evpy_ag_refuse("indexing with tensors or masks", 1, &self) != 0) {
+            return NULL;
+        }
         return evpy_getitem_advanced(self, key); /* indexing.c */
     }
     ev_tensor *t = evpy_tensor_get(self), *out;
@@ -996,6 +1008,11 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
 {
     if (!value) {
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
+        return -1;
+    }
+    PyObject *both[2] = {self, value};
+    if (evpy_ag_refuse("assigning into a tensor, with a tensor that requires grad,", 2, both) !=
+        0) {
         return -1;
     }
     if (evpy_is_advanced_key(key)) {
@@ -1066,6 +1083,14 @@ static PyGetSetDef tensor_getset[] = {
     {"device", tensor_get_device, NULL, "where the memory lives ('cpu')", NULL},
     {"itemsize", tensor_get_itemsize, NULL, "bytes per element", NULL},
     {"T", tensor_get_T, NULL, "the view with the dimensions reversed", NULL},
+    {"requires_grad", evpy_tensor_get_requires_grad, evpy_tensor_set_requires_grad,
+     "whether gradients are computed for this tensor", NULL},
+    {"grad", evpy_tensor_get_grad, evpy_tensor_set_grad,
+     "the gradient accumulated by backward (None until then)", NULL},
+    {"is_leaf", evpy_tensor_get_is_leaf, NULL, "whether no recorded op made this tensor",
+     NULL},
+    {"grad_fn", evpy_tensor_get_grad_fn, NULL, "the node that made this tensor, or None",
+     NULL},
     {NULL},
 };
 
@@ -1143,11 +1168,11 @@ int evpy_tensor_init_type(PyObject *module, evpy_state *st)
     static PyType_Slot *slots;
     if (!methods) {
         void *const mtabs[] = {tensor_own_methods, evpy_tensor_table_methods,
-                               evpy_tensor_export_methods};
+                               evpy_tensor_export_methods, evpy_tensor_autograd_methods};
         void *const stabs[] = {tensor_base_slots, evpy_tensor_op_slots,
                                evpy_tensor_table_slots, evpy_tensor_export_slots};
         size_t nm, ns;
-        methods = concat_tables(mtabs, 3, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
+        methods = concat_tables(mtabs, 4, sizeof *methods, offsetof(PyMethodDef, ml_name), 0,
                                 &nm);
         /* A slot table ends with slot 0 and pfunc NULL: test pfunc. */
         slots = concat_tables(stabs, 4, sizeof *slots, offsetof(PyType_Slot, pfunc), 1, &ns);

@@ -1,0 +1,149 @@
+/* Internal contract of the autograd layer: a tensor's autograd state, graph
+ * nodes and edges, and the context a backward function runs in. Never
+ * installed. */
+#ifndef EV_AUTOGRAD_IMPL_H
+#define EV_AUTOGRAD_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/services.h"
+#include "eagervm/autograd.h"
+
+typedef struct ev__ag_ctx ev__ag_ctx;
+
+/* What kind of node: its name, its backward and how many saved tensors it
+ * keeps. Static storage. */
+typedef struct ev__ag_fn {
+    const char *name;
+    /* Computes c->grads_in[i] for every i with c->needs[i] from c->grads_out.
+     * NULL marks the accumulator of a leaf. */
+    int (*backward)(ev__ag_ctx *c);
+} ev__ag_fn;
+
+/* A hook in a list (tensor hooks and post-accumulate hooks). */
+typedef struct ev__ag_hook {
+    struct ev__ag_hook *next;
+    union {
+        ev_ag_grad_hook grad;
+        ev_ag_leaf_hook leaf;
+    } fn;
+    void *ctx;
+    void (*free_ctx)(void *);
+} ev__ag_hook;
+
+/* An edge to the node that takes the gradient of one input: the node and
+ * which of its outputs the input is. */
+typedef struct ev__ag_edge {
+    ev_ag_node *node;  /* owned reference; NULL: the input needs no gradient */
+    uint32_t output_nr;
+} ev__ag_edge;
+
+/* The dtype and shape of an input, to shape and cast its gradient. */
+typedef struct ev__ag_input {
+    ev_dtype dtype;
+    int ndim;
+    int64_t shape[EV_MAX_DIMS];
+} ev__ag_input;
+
+/* A tensor a node saved and the storage version it saw then. */
+typedef struct ev__ag_saved {
+    ev_tensor *t;      /* owned; NULL once released */
+    uint64_t version;
+} ev__ag_saved;
+
+#define EV__AG_MAX_SAVED 4
+#define EV__AG_ARG_SIZE 96
+
+struct ev_ag_node {
+    atomic_int refs;
+    const ev__ag_fn *fn;
+    uint64_t seq;           /* creation order: later nodes run first */
+    ev_vm *vm;
+    uint32_t thread_uid;    /* the forward op's thread uid */
+    const ev_site *site;    /* the forward op's site */
+    const ev_site *bw_site; /* interned: the backward's name at that site */
+    int n_next;
+    int n_saved;
+    bool released;          /* saved tensors dropped by a backward */
+    ev__ag_saved saved[EV__AG_MAX_SAVED];
+    ev_tensor *leaf;        /* the accumulator's leaf (owned) */
+    ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
+    ev__ag_input out;       /* output 0's dtype and shape */
+    _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
+    ev__ag_input *inputs;   /* n_next entries, after the node */
+    ev__ag_edge *next;      /* n_next entries, after the node */
+};
+
+/* A tensor's autograd state (its ev_tensor_ext). */
+typedef struct ev__ag_meta {
+    ev_tensor_ext ext;
+    pthread_mutex_t lock;     /* guards everything below */
+    bool requires_grad;
+    bool is_view;             /* made by a recorded view op */
+    ev_ag_node *grad_fn;      /* owned; NULL for a leaf */
+    uint32_t output_nr;
+    ev_ag_node *accumulator;  /* weak: cleared when it is freed */
+    ev_tensor *grad;          /* owned */
+    ev__ag_hook *hooks;       /* leaf: run before accumulating */
+    ev__ag_hook *post_hooks;  /* leaf: run after */
+} ev__ag_meta;
+
+/* The meta of t, or NULL if it has none. */
+static inline ev__ag_meta *ev__ag_meta_of(const ev_tensor *t)
+{
+    return (ev__ag_meta *)ev_tensor_ext_get(t);
+}
+/* The meta of t, made if needed; NULL on out of memory (message set). */
+ev__ag_meta *ev__ag_meta_get(ev_tensor *t);
+
+static inline bool ev__ag_tracks(const ev_tensor *t)
+{
+    ev__ag_meta *m = t ? ev__ag_meta_of(t) : NULL;
+    /* requires_grad only goes from false to true while recording, on the
+     * thread that owns the tensor: a relaxed read is enough here. */
+    return m && __atomic_load_n(&m->requires_grad, __ATOMIC_RELAXED);
+}
+
+/* Whether the calling thread records now. */
+bool ev__ag_recording(void);
+
+/* Makes a node of fn for an op with n inputs (NULL entries allowed); edges
+ * to the inputs that require grad. NULL on out of memory. */
+ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
+                            ev_tensor *const *inputs);
+/* The edge a gradient for t follows: its grad_fn, or its accumulator (made
+ * if needed) for a leaf that requires grad; node NULL otherwise. The node
+ * is a new reference. */
+int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e);
+/* Saves t in slot i of n (an output is saved as an alias, so the node does
+ * not keep its own output's state alive). */
+int ev__ag_save(ev_ag_node *n, int i, ev_tensor *t, bool is_output);
+/* Makes out the node's output 0: requires grad, grad_fn n (reference
+ * taken over). */
+int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view);
+/* The saved tensor i, checked against in-place changes since it was saved
+ * (EV_ESTATE naming both ops and sites) and against a freed graph. */
+int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out);
+
+/* The backward context. */
+#define EV__AG_MAX_TMP 48
+struct ev__ag_ctx {
+    ev_exec ex;                /* the forward op's thread uid, bw_site */
+    ev_ag_node *node;
+    ev_tensor *g;              /* the gradient of output 0 (borrowed) */
+    ev_tensor **grads_in;      /* one per next edge, to fill (owned refs) */
+    int rc;                    /* the first error */
+    int ntmp;
+    ev_tensor *tmp[EV__AG_MAX_TMP];
+};
+
+/* Runs n's backward: grads_in[i] gets a new reference or NULL. */
+int ev__ag_run_backward(ev_ag_node *n, ev_tensor *g, ev_tensor **grads_in);
+
+/* The interned site naming backward `name` at the forward site. */
+const ev_site *ev__ag_backward_site(const char *name, const ev_site *fwd);
+
+#endif

@@ -1,0 +1,883 @@
+/* The differentiable ops: each runs its op from ops.h / tensor.h and, when
+ * grad mode is on and an input requires grad, records a node whose
+ * backward is the derivative of the op table's grad column (elementwise
+ * ops and reductions) or a hand-written one here (the EV_FUNC rows that say
+ * FN(f) or VIEW). */
+#include <string.h>
+
+#include "autograd/backward_math.h"
+
+#define NEED(i) (c->node->next[(i)].node != NULL)
+#define OUT(i, e)                                  \
+    do {                                           \
+        if (NEED(i)) {                             \
+            ev_tensor *t_ = (e);                   \
+            c->grads_in[(i)] = ev_tensor_ref(t_);  \
+        }                                          \
+    } while (0)
+
+enum { SAVE_X = 1, SAVE_Y = 2, SAVE_R = 4 };
+#define SAVES_NONE 0
+#define SAVES_X SAVE_X
+#define SAVES_Y SAVE_Y
+#define SAVES_R SAVE_R
+#define SAVES_XY (SAVE_X | SAVE_Y)
+#define SAVES_XR (SAVE_X | SAVE_R)
+#define SAVES_XYR (SAVE_X | SAVE_Y | SAVE_R)
+
+enum { KIND_NONDIFF, KIND_NOT_YET, KIND_DIFF };
+
+/* What the op table's grad column says about one elementwise op or
+ * reduction. */
+typedef struct op_grad {
+    ev__ag_fn fn;
+    int kind;
+    int saves;
+} op_grad;
+
+#define KIND_OF_NONDIFF KIND_NONDIFF
+#define KIND_OF_NOT_YET KIND_NOT_YET
+#define KIND_OF_D1(...) KIND_DIFF
+#define KIND_OF_D2(...) KIND_DIFF
+#define KIND_OF_DR(...) KIND_DIFF
+#define SAVES_OF_NONDIFF 0
+#define SAVES_OF_NOT_YET 0
+#define SAVES_OF_D1(saves, ...) SAVES_##saves
+#define SAVES_OF_D2(saves, ...) SAVES_##saves
+#define SAVES_OF_DR(saves, ...) SAVES_##saves
+#define BODY_NONDIFF
+#define BODY_NOT_YET
+#define BODY_D1(saves, dx) OUT(0, dx);
+#define BODY_D2(saves, dx, dy) \
+    OUT(0, dx);                \
+    OUT(1, dy);
+#define BODY_DR(saves, dx) OUT(0, dx);
+
+/* The backward of each row, from its grad column. */
+#define EV_BINARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
+    static int name##_backward(ev__ag_ctx *c)                             \
+    {                                                                     \
+        BODY_##grad return c->rc;                                         \
+    }
+#define EV_UNARY EV_BINARY
+#define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad) \
+    static int name##_reduce_backward(ev__ag_ctx *c)             \
+    {                                                            \
+        BODY_##grad return c->rc;                                \
+    }
+#include "eagervm/ops.def"
+
+/* PyTorch's node names: "MulBackward0". */
+static const op_grad binary_grads[EV_BINARY_OP_COUNT] = {
+#define EV_BINARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
+    [EV_OP_##ID] = {{#name "_backward", name##_backward}, KIND_OF_##grad, SAVES_OF_##grad},
+#include "eagervm/ops.def"
+};
+static const op_grad unary_grads[EV_UNARY_OP_COUNT] = {
+#define EV_UNARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
+    [EV_OP_##ID] = {{#name "_backward", name##_backward}, KIND_OF_##grad, SAVES_OF_##grad},
+#include "eagervm/ops.def"
+};
+static const op_grad reduce_grads[EV_REDUCE_OP_COUNT] = {
+#define EV_REDUCE(ID, name, rule, doc, ref, domain, bench, grad)                          \
+    [EV_REDUCE_##ID] = {{#name "_backward", name##_reduce_backward}, KIND_OF_##grad, \
+                        SAVES_OF_##grad},
+#include "eagervm/ops.def"
+};
+
+/* ------------------------------------------------------------- recording */
+
+static bool any_tracks(int n, ev_tensor *const *ts)
+{
+    if (!ev__ag_recording()) {
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ev__ag_tracks(ts[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_float(const ev_tensor *t)
+{
+    return ev_dtype_get_info(ev_tensor_dtype(t))->kind == EV_KIND_FLOAT;
+}
+
+static int not_yet(const char *op)
+{
+    return ev__set_message(EV_ESTATE,
+                           "autograd: %s has no derivative yet, and an input requires grad "
+                           "(compute it under no_grad(), or on detach()ed inputs)",
+                           op);
+}
+
+/* Records out = fn(inputs) (a new node; saved tensors by slot: inputs[0] as
+ * X, inputs[1] as Y, out as R per the saves mask). On failure drops *out. */
+static int record_as(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *const *inputs,
+                     int saves, const void *arg, size_t arg_size, bool is_view, ev_tensor **out)
+{
+    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs);
+    int rc = node ? 0 : EV_ENOMEM;
+    if (node && arg) {
+        memcpy(node->arg, arg, arg_size);
+    }
+    if (!rc && (saves & SAVE_X)) {
+        rc = ev__ag_save(node, 0, inputs[0], false);
+    }
+    if (!rc && (saves & SAVE_Y)) {
+        rc = ev__ag_save(node, 1, inputs[1], false);
+    }
+    if (!rc && (saves & SAVE_R)) {
+        rc = ev__ag_save(node, 2, *out, true);
+    }
+    if (!rc) {
+        /* Takes over the node's reference, also on failure. */
+        rc = ev__ag_set_output(node, *out, is_view);
+        if (!rc) {
+            return 0;
+        }
+        node = NULL;
+    }
+    ev_ag_node_unref(node);
+    ev_tensor_unref(*out);
+    *out = NULL;
+    return rc;
+}
+
+static int record(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *const *inputs,
+                  int saves, const void *arg, size_t arg_size, ev_tensor **out)
+{
+    return record_as(ex, fn, n, inputs, saves, arg, arg_size, false, out);
+}
+
+/* The checks of an in-place op on a that records. */
+static int inplace_check(const char *op, ev_tensor *a)
+{
+    ev__ag_meta *m = ev__ag_meta_of(a);
+    if (m && m->requires_grad && !m->grad_fn) {
+        return ev__set_message(EV_ESTATE,
+                               "%s: a leaf tensor that requires grad cannot be changed in place "
+                               "while grad mode is on (do it under no_grad(), or on a clone())",
+                               op);
+    }
+    if ((m && m->is_view) || ev_tensor_has_views(a)) {
+        /* The other views' graphs would not see the change. */
+        return ev__set_message(EV_ESTATE,
+                               "%s: changing in place a tensor that shares its elements with "
+                               "another view, while an input requires grad, is not supported "
+                               "yet; use the out-of-place op (or clone() first)",
+                               op);
+    }
+    return 0;
+}
+
+/* Records a = fn(a, b) done in place: X (a before the op) is a copy made
+ * before it, R is a after it. `run` does the op. */
+static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, ev_tensor *a,
+                          ev_tensor *b, int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *),
+                          int opcode)
+{
+    int rc = inplace_check(op, a);
+    if (rc) {
+        return rc;
+    }
+    if (g->kind == KIND_NOT_YET) {
+        return not_yet(op);
+    }
+    ev_tensor *inputs[2] = {a, b};
+    ev_tensor *before = NULL;
+    if (g->saves & SAVE_X) {
+        rc = ev_contiguous(ex, a, &before);
+        if (!rc && before == a) {
+            ev_tensor_unref(before);
+            before = NULL;
+            rc = ev_empty(ex, ev_tensor_dtype(a), ev_tensor_ndim(a), ev_tensor_shape(a), &before);
+            rc = rc ? rc : ev_copy_(ex, before, a);
+        }
+        if (rc) {
+            ev_tensor_unref(before);
+            return rc;
+        }
+    }
+    ev_ag_node *node = ev__ag_node_new(ex, &g->fn, b ? 2 : 1, inputs);
+    if (!node) {
+        ev_tensor_unref(before);
+        return EV_ENOMEM;
+    }
+    if (before) {
+        node->saved[0].t = before;
+        node->saved[0].version = ev_tensor_version(before);
+        node->n_saved = 1;
+    }
+    if (!rc && b && (g->saves & SAVE_Y)) {
+        rc = ev__ag_save(node, 1, b, false);
+    }
+    rc = rc ? rc : run(ex, opcode, a, b);
+    if (!rc && (g->saves & SAVE_R)) {
+        rc = ev__ag_save(node, 2, a, true);
+    }
+    if (rc) {
+        ev_ag_node_unref(node);
+        return rc;
+    }
+    return ev__ag_set_output(node, a, false);
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+int ev_ag_binary(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b, ev_tensor **out)
+{
+    int rc = ev_binary(ex, op, a, b, out);
+    ev_tensor *in[2] = {a, b};
+    if (rc || !any_tracks(2, in)) {
+        return rc;
+    }
+    const op_grad *g = &binary_grads[op];
+    if (g->kind == KIND_NONDIFF || !is_float(*out)) {
+        return 0;
+    }
+    if (g->kind == KIND_NOT_YET) {
+        ev_tensor_unref(*out);
+        *out = NULL;
+        return not_yet(ev_binary_op_name(op));
+    }
+    return record(ex, &g->fn, 2, in, g->saves, NULL, 0, out);
+}
+
+static int run_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
+{
+    return ev_binary_(ex, op, a, b);
+}
+
+static int run_unary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
+{
+    (void)b;
+    return ev_unary_(ex, op, a);
+}
+
+int ev_ag_binary_(const ev_exec *ex, int op, ev_tensor *a, ev_tensor *b)
+{
+    ev_tensor *in[2] = {a, b};
+    if (op < 0 || op >= EV_BINARY_OP_COUNT || !a || !b || !any_tracks(2, in) ||
+        binary_grads[op].kind == KIND_NONDIFF || !is_float(a)) {
+        return ev_binary_(ex, op, a, b);
+    }
+    return record_inplace(ex, &binary_grads[op], ev_binary_op_name(op), a, b, run_binary_, op);
+}
+
+int ev_ag_unary(const ev_exec *ex, int op, ev_tensor *x, ev_tensor **out)
+{
+    int rc = ev_unary(ex, op, x, out);
+    if (rc || !any_tracks(1, &x)) {
+        return rc;
+    }
+    const op_grad *g = &unary_grads[op];
+    if (g->kind == KIND_NONDIFF || !is_float(*out)) {
+        return 0;
+    }
+    if (g->kind == KIND_NOT_YET) {
+        ev_tensor_unref(*out);
+        *out = NULL;
+        return not_yet(ev_unary_op_name(op));
+    }
+    return record(ex, &g->fn, 1, &x, g->saves, NULL, 0, out);
+}
+
+int ev_ag_unary_(const ev_exec *ex, int op, ev_tensor *x)
+{
+    if (op < 0 || op >= EV_UNARY_OP_COUNT || !x || !any_tracks(1, &x) ||
+        unary_grads[op].kind == KIND_NONDIFF || !is_float(x)) {
+        return ev_unary_(ex, op, x);
+    }
+    return record_inplace(ex, &unary_grads[op], ev_unary_op_name(op), x, NULL, run_unary_, op);
+}
+
+/* ------------------------------------------------------------- reductions */
+
+/* The reduced dimensions of x, ascending (dims NULL: all). */
+static void reduce_arg(const ev_tensor *x, int ndims, const int *dims, int keepdim,
+                       ev__ag_reduce_arg *a)
+{
+    int nd = ev_tensor_ndim(x);
+    bool on[EV_MAX_DIMS] = {false};
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < (dims ? ndims : nd); i++) {
+        int d = dims ? dims[i] : i;
+        d = d < 0 ? d + nd : d;
+        if (d >= 0 && d < nd) {
+            on[d] = true;
+        }
+    }
+    for (int i = 0; i < nd; i++) {
+        if (on[i]) {
+            a->dims[a->ndims++] = i;
+        }
+    }
+    a->keepdim = keepdim;
+}
+
+int ev_ag_reduce(const ev_exec *ex, int op, ev_tensor *x, int ndims, const int *dims,
+                 int keepdim, ev_tensor **out)
+{
+    int rc = ev_reduce(ex, op, x, ndims, dims, keepdim, out);
+    if (rc || !any_tracks(1, &x)) {
+        return rc;
+    }
+    const op_grad *g = &reduce_grads[op];
+    if (g->kind == KIND_NONDIFF || !is_float(*out)) {
+        return 0;
+    }
+    if (g->kind == KIND_NOT_YET) {
+        ev_tensor_unref(*out);
+        *out = NULL;
+        return not_yet(ev_reduce_op_name(op));
+    }
+    ev__ag_reduce_arg a;
+    reduce_arg(x, ndims, dims, keepdim, &a);
+    return record(ex, &g->fn, 1, &x, g->saves, &a, sizeof a, out);
+}
+
+/* var, std: d var / dx = 2 (x - mean) / (N - correction); d std = d var /
+ * (2 std). */
+static int var_backward(ev__ag_ctx *c)
+{
+    const ev__ag_reduce_arg *a = (const ev__ag_reduce_arg *)c->node->arg;
+    ev_tensor *x = X;
+    ev_tensor *mean = NULL;
+    if (x) {
+        mean = ev__bw_keep(c, ev_reduce(&c->ex, EV_REDUCE_MEAN, x, a->ndims, a->dims, 1, &mean), &mean);
+    }
+    double dof = COUNT - a->correction;
+    ev_tensor *dev = SUB(x, mean);
+    ev_tensor *g = UNREDUCE(G);
+    if (c->node->n_saved > 2) {
+        /* std: saved its result. */
+        OUT(0, DIV(MUL(g, dev), MUL(UNREDUCE(R), K(dof))));
+    } else {
+        OUT(0, DIV(MUL(g, MUL(dev, K(2))), K(dof)));
+    }
+    return c->rc;
+}
+static const ev__ag_fn var_fn = {"var_backward", var_backward};
+static const ev__ag_fn std_fn = {"std_backward", var_backward};
+
+int ev_ag_var(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, double correction,
+              int keepdim, int take_sqrt, ev_tensor **out)
+{
+    int rc = take_sqrt ? ev_std(ex, x, ndims, dims, correction, keepdim, out)
+                       : ev_var(ex, x, ndims, dims, correction, keepdim, out);
+    if (rc || !any_tracks(1, &x)) {
+        return rc;
+    }
+    ev__ag_reduce_arg a;
+    reduce_arg(x, ndims, dims, keepdim, &a);
+    a.correction = correction;
+    return record(ex, take_sqrt ? &std_fn : &var_fn, 1, &x, take_sqrt ? SAVES_XR : SAVES_X, &a,
+                  sizeof a, out);
+}
+
+/* ---------------------------------------------------------- softmax, loss */
+
+typedef struct dim_arg {
+    int dim;
+    int reduction;
+} dim_arg;
+
+static int softmax_backward(ev__ag_ctx *c)
+{
+    int dim = ((const dim_arg *)c->node->arg)->dim;
+    ev_tensor *y = R;
+    ev_tensor *gy = MUL(G, y);
+    OUT(0, MUL(y, SUB(G, ev__bw_sum_dims(c, gy, 1, &dim))));
+    return c->rc;
+}
+
+static int log_softmax_backward(ev__ag_ctx *c)
+{
+    int dim = ((const dim_arg *)c->node->arg)->dim;
+    OUT(0, SUB(G, MUL(EXP(R), ev__bw_sum_dims(c, G, 1, &dim))));
+    return c->rc;
+}
+static const ev__ag_fn softmax_fn = {"softmax_backward", softmax_backward};
+static const ev__ag_fn log_softmax_fn = {"log_softmax_backward", log_softmax_backward};
+
+static int softmax_common(const ev_exec *ex, ev_tensor *x, int dim, bool log, ev_tensor **out)
+{
+    int rc = log ? ev_log_softmax(ex, x, dim, out) : ev_softmax(ex, x, dim, out);
+    if (rc || !any_tracks(1, &x)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(x);
+    dim_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim, 0};
+    if (nd == 0) {
+        a.dim = 0;
+    }
+    return record(ex, log ? &log_softmax_fn : &softmax_fn, 1, &x, SAVES_R, &a, sizeof a, out);
+}
+
+int ev_ag_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    return softmax_common(ex, x, dim, false, out);
+}
+
+int ev_ag_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    return softmax_common(ex, x, dim, true, out);
+}
+
+/* d loss_n / d logits_n = softmax(logits_n) - onehot(target_n), times the
+ * gradient of sample n's loss (g, g / N or g broadcast). */
+static int cross_entropy_backward(ev__ag_ctx *c)
+{
+    const dim_arg *a = (const dim_arg *)c->node->arg;
+    ev_tensor *logits = X, *target = Y;
+    ev_tensor *p = NULL, *hot = NULL;
+    if (logits) {
+        p = ev__bw_keep(c, ev_softmax(&c->ex, logits, 1, &p), &p);
+    }
+    if (target && logits) {
+        hot = ev__bw_keep(c, ev_one_hot(&c->ex, target, ev_tensor_shape(logits)[1], &hot), &hot);
+    }
+    ev_tensor *d = SUB(p, hot);
+    ev_tensor *g = G;
+    if (a->reduction == EV_REDUCTION_NONE && g) {
+        int64_t shape[2] = {ev_tensor_shape(g)[0], 1};
+        g = ev__bw_reshape(c, g, 2, shape);
+    } else if (a->reduction == EV_REDUCTION_MEAN && logits) {
+        g = DIV(g, K((double)ev_tensor_shape(logits)[0]));
+    }
+    OUT(0, MUL(d, g));
+    return c->rc;
+}
+static const ev__ag_fn cross_entropy_fn = {"cross_entropy_backward", cross_entropy_backward};
+
+int ev_ag_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target, int reduction,
+                        ev_tensor **out)
+{
+    int rc = ev_cross_entropy(ex, logits, target, reduction, out);
+    if (rc || !any_tracks(1, &logits)) {
+        return rc;
+    }
+    dim_arg a = {1, reduction};
+    ev_tensor *in[2] = {logits, target};
+    return record(ex, &cross_entropy_fn, 2, in, SAVES_XY, &a, sizeof a, out);
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+static ev_tensor *bw_transpose(ev__ag_ctx *c, ev_tensor *t)
+{
+    ev_tensor *out = NULL;
+    if (c->rc || !t) {
+        return NULL;
+    }
+    return ev__bw_keep(c, ev_transpose(t, -1, -2, &out), &out);
+}
+
+static ev_tensor *bw_matmul(ev__ag_ctx *c, ev_tensor *a, ev_tensor *b)
+{
+    ev_tensor *out = NULL;
+    if (c->rc || !a || !b) {
+        return NULL;
+    }
+    return ev__bw_keep(c, ev_matmul(&c->ex, a, b, &out), &out);
+}
+
+static ev_tensor *bw_unsqueeze(ev__ag_ctx *c, ev_tensor *t, int dim)
+{
+    ev_tensor *out = NULL;
+    if (c->rc || !t) {
+        return NULL;
+    }
+    return ev__bw_keep(c, ev_unsqueeze(t, dim, &out), &out);
+}
+
+/* With a and b as matrices (a 1-d a as a row, a 1-d b as a column, the
+ * gradient shaped to match): da = g b^T, db = a^T g, each summed back over
+ * broadcast batch dimensions. */
+static int matmul_backward(ev__ag_ctx *c)
+{
+    ev_tensor *a = X, *b = Y, *g = G;
+    if (!a || !b) {
+        return c->rc;
+    }
+    bool a1 = ev_tensor_ndim(a) == 1, b1 = ev_tensor_ndim(b) == 1;
+    ev_tensor *am = a1 ? bw_unsqueeze(c, a, 0) : a;
+    ev_tensor *bm = b1 ? bw_unsqueeze(c, b, -1) : b;
+    ev_tensor *gm = g;
+    if (a1 && b1) {
+        int64_t one[2] = {1, 1};
+        gm = ev__bw_reshape(c, g, 2, one);
+    } else if (a1) {
+        gm = bw_unsqueeze(c, g, -2);
+    } else if (b1) {
+        gm = bw_unsqueeze(c, g, -1);
+    }
+    if (NEED(0)) {
+        ev_tensor *da = bw_matmul(c, gm, bw_transpose(c, bm));
+        if (da) {
+            da = ev__bw_sum_to(c, da, ev_tensor_ndim(am), ev_tensor_shape(am));
+        }
+        OUT(0, ev__bw_reshape(c, da, ev_tensor_ndim(a), ev_tensor_shape(a)));
+    }
+    if (NEED(1)) {
+        ev_tensor *db = bw_matmul(c, bw_transpose(c, am), gm);
+        if (db) {
+            db = ev__bw_sum_to(c, db, ev_tensor_ndim(bm), ev_tensor_shape(bm));
+        }
+        OUT(1, ev__bw_reshape(c, db, ev_tensor_ndim(b), ev_tensor_shape(b)));
+    }
+    return c->rc;
+}
+static const ev__ag_fn matmul_fn = {"matmul_backward", matmul_backward};
+
+int ev_ag_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
+{
+    int rc = ev_matmul(ex, a, b, out);
+    ev_tensor *in[2] = {a, b};
+    if (rc || !any_tracks(2, in) || !is_float(*out)) {
+        return rc;
+    }
+    return record(ex, &matmul_fn, 2, in, SAVES_XY, NULL, 0, out);
+}
+
+/* ---------------------------------------------------- clamp, where, copies */
+
+typedef struct clamp_arg {
+    bool has_min, has_max;
+    ev_scalar min, max;
+} clamp_arg;
+
+/* The gradient passes where min <= x <= max (NaN bounds pass nothing). */
+static int clamp_backward(ev__ag_ctx *c)
+{
+    const clamp_arg *a = (const clamp_arg *)c->node->arg;
+    ev_tensor *x = X, *mask = NULL;
+    if (a->has_min) {
+        mask = GE(x, K(a->min.dtype == EV_FLOAT64 ? a->min.v.f : (double)a->min.v.i));
+    }
+    if (a->has_max) {
+        ev_tensor *le = GE(K(a->max.dtype == EV_FLOAT64 ? a->max.v.f : (double)a->max.v.i), x);
+        mask = mask ? AND(mask, le) : le;
+    }
+    OUT(0, mask ? MUL(G, mask) : G);
+    return c->rc;
+}
+static const ev__ag_fn clamp_fn = {"clamp_backward", clamp_backward};
+
+int ev_ag_clamp(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const ev_scalar *max,
+                ev_tensor **out)
+{
+    int rc = ev_clamp(ex, x, min, max, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    clamp_arg a = {min != NULL, max != NULL, {0}, {0}};
+    if (min) {
+        a.min = *min;
+    }
+    if (max) {
+        a.max = *max;
+    }
+    return record(ex, &clamp_fn, 1, &x, SAVES_X, &a, sizeof a, out);
+}
+
+static int where_backward(ev__ag_ctx *c)
+{
+    ev_tensor *cond = ev__bw_saved(c, 0);
+    OUT(1, WHERE(cond, G, ZEROS));
+    OUT(2, WHERE(cond, ZEROS, G));
+    return c->rc;
+}
+static const ev__ag_fn where_fn = {"where_backward", where_backward};
+
+int ev_ag_where(const ev_exec *ex, ev_tensor *cond, ev_tensor *x, ev_tensor *y, ev_tensor **out)
+{
+    int rc = ev_where(ex, cond, x, y, out);
+    ev_tensor *in[3] = {cond, x, y};
+    if (rc || !any_tracks(3, in) || !is_float(*out)) {
+        return rc;
+    }
+    /* cond never requires grad (it is bool): its edge stays empty. */
+    return record(ex, &where_fn, 3, in, SAVES_X, NULL, 0, out);
+}
+
+static int copy_backward(ev__ag_ctx *c)
+{
+    OUT(0, G);
+    return c->rc;
+}
+static const ev__ag_fn copy_fn = {"copy_backward", copy_backward};
+
+int ev_ag_cast(const ev_exec *ex, ev_tensor *x, ev_dtype dtype, ev_tensor **out)
+{
+    int rc = ev_cast(ex, x, dtype, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    return record(ex, &copy_fn, 1, &x, 0, NULL, 0, out);
+}
+
+int ev_ag_contiguous(const ev_exec *ex, ev_tensor *x, int always_copy, ev_tensor **out)
+{
+    int rc;
+    if (always_copy) {
+        /* ev_cast to x's dtype: a new tensor in x's dense layout. */
+        rc = ev_cast(ex, x, ev_tensor_dtype(x), out);
+    } else {
+        rc = ev_contiguous(ex, x, out);
+    }
+    /* contiguous() of a contiguous tensor is the tensor itself. */
+    if (rc || *out == x || !any_tracks(1, &x)) {
+        return rc;
+    }
+    return record(ex, &copy_fn, 1, &x, 0, NULL, 0, out);
+}
+
+/* ------------------------------------------------------------ joins, index */
+
+typedef struct cat_arg {
+    int dim;
+    bool new_dim;
+} cat_arg;
+
+static int cat_backward(ev__ag_ctx *c)
+{
+    const cat_arg *a = (const cat_arg *)c->node->arg;
+    int64_t off = 0;
+    for (int i = 0; i < c->node->n_next && !c->rc; i++) {
+        const ev__ag_input *in = &c->node->inputs[i];
+        int64_t len = a->new_dim ? 1 : in->shape[a->dim];
+        if (NEED(i)) {
+            ev_tensor *s = NULL;
+            s = ev__bw_keep(c, ev_slice(G, a->dim, off, off + len, 1, &s), &s);
+            OUT(i, ev__bw_reshape(c, s, in->ndim, in->shape));
+        }
+        off += len;
+    }
+    return c->rc;
+}
+static const ev__ag_fn cat_fn = {"cat_backward", cat_backward};
+static const ev__ag_fn stack_fn = {"stack_backward", cat_backward};
+
+int ev_ag_cat(const ev_exec *ex, ev_tensor *const *tensors, int n, int dim, int new_dim,
+              ev_tensor **out)
+{
+    int rc = new_dim ? ev_stack(ex, tensors, n, dim, out) : ev_cat(ex, tensors, n, dim, out);
+    if (rc || !any_tracks(n, tensors) || !is_float(*out)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(*out);
+    cat_arg a = {dim < 0 ? dim + nd : dim, new_dim != 0};
+    return record(ex, new_dim ? &stack_fn : &cat_fn, n, tensors, 0, &a, sizeof a, out);
+}
+
+typedef struct index_arg {
+    int dim;
+} index_arg;
+
+/* zeros of x's shape with g added at index along dim (repeats add up). */
+static int index_select_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *index = ev__bw_saved(c, 1), *g = G;
+    if (!index || !g) {
+        return c->rc;
+    }
+    int nd = ev_tensor_ndim(g);
+    int64_t shape[EV_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        shape[i] = i == dim ? ev_tensor_numel(index) : 1;
+    }
+    ev_tensor *idx = ev__bw_reshape(c, index, nd, shape), *wide = NULL;
+    if (idx) {
+        wide = ev__bw_keep(c, ev_expand(idx, nd, ev_tensor_shape(g), &wide), &wide);
+    }
+    ev_tensor *z = ev__bw_zeros_input(c, 0), *res = NULL;
+    if (z && wide) {
+        res = ev__bw_keep(c, ev_scatter_add(&c->ex, z, dim, wide, g, &res), &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn index_select_fn = {"index_select_backward", index_select_backward};
+
+static int gather_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *index = ev__bw_saved(c, 1), *z = ev__bw_zeros_input(c, 0), *res = NULL;
+    if (index && z && G) {
+        res = ev__bw_keep(c, ev_scatter_add(&c->ex, z, dim, index, G, &res), &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn gather_fn = {"gather_backward", gather_backward};
+
+static int index_common(const ev_exec *ex, const ev__ag_fn *fn, ev_tensor *x, int dim,
+                        ev_tensor *index, ev_tensor **out)
+{
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    ev_tensor *in[2] = {x, index};
+    return record(ex, fn, 2, in, SAVES_Y, &a, sizeof a, out);
+}
+
+int ev_ag_index_select(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                       ev_tensor **out)
+{
+    int rc = ev_index_select(ex, x, dim, index, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    return index_common(ex, &index_select_fn, x, dim, index, out);
+}
+
+int ev_ag_gather(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index, ev_tensor **out)
+{
+    int rc = ev_gather(ex, x, dim, index, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    return index_common(ex, &gather_fn, x, dim, index, out);
+}
+
+/* ------------------------------------------------------------------ views */
+
+typedef struct view_arg {
+    int kind;
+    int dims[EV_MAX_DIMS];       /* permute: the order */
+    int dim;                     /* slice */
+    int64_t start, stop, step;
+} view_arg;
+
+enum { VIEW_RESHAPE, VIEW_PERMUTE, VIEW_EXPAND, VIEW_SLICE };
+
+static int view_backward(ev__ag_ctx *c)
+{
+    const view_arg *a = (const view_arg *)c->node->arg;
+    const ev__ag_input *in = &c->node->inputs[0];
+    ev_tensor *g = G, *res = NULL;
+    switch (a->kind) {
+    case VIEW_RESHAPE:
+        res = ev__bw_reshape(c, g, in->ndim, in->shape);
+        break;
+    case VIEW_PERMUTE: {
+        int inv[EV_MAX_DIMS];
+        for (int i = 0; i < in->ndim; i++) {
+            inv[a->dims[i]] = i;
+        }
+        res = ev__bw_keep(c, ev_permute(g, inv, &res), &res);
+        break;
+    }
+    case VIEW_EXPAND:
+        res = ev__bw_sum_to(c, g, in->ndim, in->shape);
+        break;
+    case VIEW_SLICE: {
+        ev_tensor *z = ev__bw_zeros_input(c, 0), *part = NULL;
+        if (z) {
+            part = ev__bw_keep(c, ev_slice(z, a->dim, a->start, a->stop, a->step, &part), &part);
+        }
+        if (part) {
+            int rc = ev_copy_(&c->ex, part, g);
+            c->rc = c->rc ? c->rc : rc;
+        }
+        res = c->rc ? NULL : z;
+        break;
+    }
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn view_fns[] = {
+    [VIEW_RESHAPE] = {"view_backward", view_backward},
+    [VIEW_PERMUTE] = {"permute_backward", view_backward},
+    [VIEW_EXPAND] = {"expand_backward", view_backward},
+    [VIEW_SLICE] = {"slice_backward", view_backward},
+};
+
+static int record_view(const ev_exec *ex, ev_tensor *x, int rc, const view_arg *a,
+                       ev_tensor **out)
+{
+    if (rc || !any_tracks(1, &x) || *out == x) {
+        return rc;
+    }
+    bool shares = ev_tensor_same_storage(x, *out);
+    return record_as(ex, &view_fns[a->kind], 1, &x, 0, a, sizeof *a, shares, out);
+}
+
+int ev_ag_view(const ev_exec *ex, ev_tensor *x, int ndim, const int64_t *shape, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_RESHAPE};
+    return record_view(ex, x, ev_view(x, ndim, shape, out), &a, out);
+}
+
+int ev_ag_reshape(const ev_exec *ex, ev_tensor *x, int ndim, const int64_t *shape,
+                  ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_RESHAPE};
+    return record_view(ex, x, ev_reshape(ex, x, ndim, shape, out), &a, out);
+}
+
+int ev_ag_squeeze(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_RESHAPE};
+    return record_view(ex, x, ev_squeeze(x, dim, out), &a, out);
+}
+
+int ev_ag_squeeze_all(const ev_exec *ex, ev_tensor *x, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_RESHAPE};
+    return record_view(ex, x, ev_squeeze_all(x, out), &a, out);
+}
+
+int ev_ag_unsqueeze(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_RESHAPE};
+    return record_view(ex, x, ev_unsqueeze(x, dim, out), &a, out);
+}
+
+int ev_ag_expand(const ev_exec *ex, ev_tensor *x, int ndim, const int64_t *shape,
+                 ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_EXPAND};
+    return record_view(ex, x, ev_expand(x, ndim, shape, out), &a, out);
+}
+
+int ev_ag_permute(const ev_exec *ex, ev_tensor *x, const int *dims, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_PERMUTE};
+    int rc = ev_permute(x, dims, out);
+    if (!rc) {
+        int nd = ev_tensor_ndim(x);
+        for (int i = 0; i < nd; i++) {
+            a.dims[i] = dims[i] < 0 ? dims[i] + nd : dims[i];
+        }
+    }
+    return record_view(ex, x, rc, &a, out);
+}
+
+int ev_ag_transpose(const ev_exec *ex, ev_tensor *x, int dim0, int dim1, ev_tensor **out)
+{
+    view_arg a = {.kind = VIEW_PERMUTE};
+    int rc = ev_transpose(x, dim0, dim1, out);
+    if (!rc) {
+        int nd = ev_tensor_ndim(x);
+        int d0 = dim0 < 0 ? dim0 + nd : dim0, d1 = dim1 < 0 ? dim1 + nd : dim1;
+        for (int i = 0; i < nd; i++) {
+            a.dims[i] = i == d0 ? d1 : i == d1 ? d0 : i;
+        }
+    }
+    return record_view(ex, x, rc, &a, out);
+}
+
+int ev_ag_slice(const ev_exec *ex, ev_tensor *x, int dim, int64_t start, int64_t stop,
+                int64_t step, ev_tensor **out)
+{
+    int nd = ev_tensor_ndim(x);
+    view_arg a = {.kind = VIEW_SLICE, .dim = dim < 0 ? dim + nd : dim, .start = start,
+                  .stop = stop, .step = step};
+    return record_view(ex, x, ev_slice(x, dim, start, stop, step, out), &a, out);
+}

@@ -1,0 +1,544 @@
+/* The graph: a tensor's autograd state, nodes and their edges, saved tensors
+ * and the version check, grad mode, hooks, and the interned sites backward
+ * ops report. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd-impl.h"
+
+/* -------------------------------------------------------------- grad mode */
+
+static _Thread_local bool grad_disabled;
+
+int ev_ag_is_grad_enabled(void)
+{
+    return !grad_disabled;
+}
+
+int ev_ag_set_grad_enabled(int enabled)
+{
+    int was = !grad_disabled;
+    grad_disabled = !enabled;
+    return was;
+}
+
+bool ev__ag_recording(void)
+{
+    return !grad_disabled;
+}
+
+/* ------------------------------------------------------------------ nodes */
+
+static atomic_uint_fast64_t node_seq;
+
+/* Nodes freed while another node is being freed wait here, so a chain of a
+ * million nodes is freed in a loop rather than by a million nested calls. */
+static _Thread_local ev_ag_node *free_list;
+static _Thread_local bool freeing;
+
+static void hooks_free(ev__ag_hook *h)
+{
+    while (h) {
+        ev__ag_hook *next = h->next;
+        if (h->free_ctx) {
+            h->free_ctx(h->ctx);
+        }
+        free(h);
+        h = next;
+    }
+}
+
+static void node_release_saved(ev_ag_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++) {
+        ev_tensor_unref(n->saved[i].t);
+        n->saved[i].t = NULL;
+    }
+}
+
+static void node_free_one(ev_ag_node *n)
+{
+    if (n->leaf) {
+        ev__ag_meta *m = ev__ag_meta_of(n->leaf);
+        if (m) {
+            pthread_mutex_lock(&m->lock);
+            if (m->accumulator == n) {
+                m->accumulator = NULL;
+            }
+            pthread_mutex_unlock(&m->lock);
+        }
+        ev_tensor_unref(n->leaf);
+    }
+    node_release_saved(n);
+    hooks_free(n->hooks);
+    for (int i = 0; i < n->n_next; i++) {
+        ev_ag_node_unref(n->next[i].node);
+    }
+    free(n);
+}
+
+void ev_ag_node_ref(ev_ag_node *n)
+{
+    if (n) {
+        /* relaxed: made from an existing reference. */
+        atomic_fetch_add_explicit(&n->refs, 1, memory_order_relaxed);
+    }
+}
+
+void ev_ag_node_unref(ev_ag_node *n)
+{
+    /* acq_rel: every use of the node happens before its free. */
+    if (!n || atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1) {
+        return;
+    }
+    /* The free list links through the node's argument bytes (no longer
+     * used). */
+    *(ev_ag_node **)n->arg = free_list;
+    free_list = n;
+    if (freeing) {
+        return;
+    }
+    freeing = true;
+    while (free_list) {
+        ev_ag_node *f = free_list;
+        free_list = *(ev_ag_node **)f->arg;
+        node_free_one(f);
+    }
+    freeing = false;
+}
+
+/* A reference to the node if it is still alive (a weak pointer's upgrade). */
+static ev_ag_node *node_try_ref(ev_ag_node *n)
+{
+    int r = atomic_load_explicit(&n->refs, memory_order_relaxed);
+    while (r > 0) {
+        if (atomic_compare_exchange_weak_explicit(&n->refs, &r, r + 1, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            return n;
+        }
+    }
+    return NULL;
+}
+
+static ev_ag_node *node_alloc(int n_next)
+{
+    size_t size = sizeof(ev_ag_node) + (size_t)n_next * (sizeof(ev__ag_edge) +
+                                                         sizeof(ev__ag_input));
+    ev_ag_node *n = calloc(1, size);
+    if (!n) {
+        ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
+        return NULL;
+    }
+    atomic_init(&n->refs, 1);
+    n->n_next = n_next;
+    n->next = (ev__ag_edge *)(n + 1);
+    n->inputs = (ev__ag_input *)(n->next + n_next);
+    n->seq = atomic_fetch_add_explicit(&node_seq, 1, memory_order_relaxed) + 1;
+    return n;
+}
+
+static const ev__ag_fn accumulate_fn = {"AccumulateGrad", NULL};
+
+/* The accumulator of a leaf that requires grad (a new reference). */
+static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
+{
+    pthread_mutex_lock(&m->lock);
+    ev_ag_node *acc = m->accumulator ? node_try_ref(m->accumulator) : NULL;
+    if (!acc) {
+        acc = node_alloc(0);
+        if (acc) {
+            acc->fn = &accumulate_fn;
+            acc->leaf = ev_tensor_ref(t);
+            acc->vm = NULL;
+            m->accumulator = acc;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return acc;
+}
+
+static void input_of(ev__ag_input *in, const ev_tensor *t)
+{
+    in->dtype = ev_tensor_dtype(t);
+    in->ndim = ev_tensor_ndim(t);
+    memcpy(in->shape, ev_tensor_shape(t), sizeof(int64_t) * (size_t)in->ndim);
+}
+
+/* The edge a gradient for t follows (a new reference, or NULL node). */
+int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
+{
+    e->node = NULL;
+    e->output_nr = 0;
+    ev__ag_meta *m = t ? ev__ag_meta_of(t) : NULL;
+    if (!m || !m->requires_grad) {
+        return 0;
+    }
+    pthread_mutex_lock(&m->lock);
+    ev_ag_node *fn = m->grad_fn;
+    if (fn) {
+        ev_ag_node_ref(fn);
+        e->output_nr = m->output_nr;
+    }
+    pthread_mutex_unlock(&m->lock);
+    e->node = fn ? fn : leaf_accumulator(t, m);
+    return e->node ? 0 : EV_ENOMEM;
+}
+
+ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
+                            ev_tensor *const *inputs)
+{
+    ev_ag_node *node = node_alloc(n);
+    if (!node) {
+        return NULL;
+    }
+    node->fn = fn;
+    node->vm = ex->vm;
+    node->thread_uid = ex->thread_uid;
+    node->site = ex->site;
+    for (int i = 0; i < n; i++) {
+        if (inputs[i]) {
+            input_of(&node->inputs[i], inputs[i]);
+            if (ev__ag_edge_of(inputs[i], &node->next[i]) != 0) {
+                ev_ag_node_unref(node);
+                return NULL;
+            }
+        }
+    }
+    return node;
+}
+
+int ev__ag_save(ev_ag_node *n, int i, ev_tensor *t, bool is_output)
+{
+    ev_tensor *s = t;
+    if (is_output) {
+        int rc = ev_tensor_alias(t, &s);
+        if (rc) {
+            return rc;
+        }
+    } else {
+        ev_tensor_ref(t);
+    }
+    n->saved[i].t = s;
+    n->saved[i].version = ev_tensor_version(t);
+    if (i >= n->n_saved) {
+        n->n_saved = i + 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ tensor state */
+
+static void meta_release(ev_tensor_ext *ext)
+{
+    ev__ag_meta *m = (ev__ag_meta *)ext;
+    ev_ag_node_unref(m->grad_fn);
+    ev_tensor_unref(m->grad);
+    hooks_free(m->hooks);
+    hooks_free(m->post_hooks);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (m) {
+        return m;
+    }
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        ev__set_message(EV_ENOMEM, "autograd: out of memory for a tensor's state");
+        return NULL;
+    }
+    m->ext.release = meta_release;
+    pthread_mutex_init(&m->lock, NULL);
+    ev__ag_meta *won = (ev__ag_meta *)ev_tensor_ext_set(t, &m->ext);
+    if (won != m) {
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+    }
+    return won;
+}
+
+int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view)
+{
+    ev__ag_meta *m = ev__ag_meta_get(out);
+    if (!m) {
+        ev_ag_node_unref(n);
+        return EV_ENOMEM;
+    }
+    input_of(&n->out, out);
+    n->bw_site = ev__ag_backward_site(n->fn->name, n->site);
+    pthread_mutex_lock(&m->lock);
+    ev_ag_node *old = m->grad_fn;
+    m->grad_fn = n;
+    m->output_nr = 0;
+    m->is_view = m->is_view || is_view;
+    __atomic_store_n(&m->requires_grad, true, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&m->lock);
+    ev_ag_node_unref(old);
+    return 0;
+}
+
+int ev_ag_requires_grad(const ev_tensor *t)
+{
+    return t && ev__ag_tracks(t);
+}
+
+int ev_ag_set_requires_grad(ev_tensor *t, int on)
+{
+    if (!t) {
+        return ev__set_message(EV_EINVAL, "requires_grad_: the tensor is NULL");
+    }
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (m && m->grad_fn) {
+        if (on) {
+            return 0;
+        }
+        return ev__set_message(EV_EINVAL,
+                               "requires_grad_(False): the tensor is not a leaf (it was made "
+                               "by %s); use detach() for a tensor without a graph",
+                               m->grad_fn->fn->name);
+    }
+    if (on && ev_dtype_get_info(ev_tensor_dtype(t))->kind != EV_KIND_FLOAT) {
+        return ev__set_message(EV_EINVAL,
+                               "requires_grad_: only float tensors can require grad, not %s",
+                               ev_dtype_name(ev_tensor_dtype(t)));
+    }
+    if (!m && !on) {
+        return 0;
+    }
+    if (!m && !(m = ev__ag_meta_get(t))) {
+        return EV_ENOMEM;
+    }
+    __atomic_store_n(&m->requires_grad, on != 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int ev_ag_is_leaf(const ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    return !m || !m->grad_fn;
+}
+
+ev_tensor *ev_ag_grad(const ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (!m) {
+        return NULL;
+    }
+    pthread_mutex_lock(&m->lock);
+    ev_tensor *g = ev_tensor_ref(m->grad);
+    pthread_mutex_unlock(&m->lock);
+    return g;
+}
+
+int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
+{
+    if (!t) {
+        return ev__set_message(EV_EINVAL, "grad: the tensor is NULL");
+    }
+    if (grad) {
+        int nd = ev_tensor_ndim(t);
+        if (ev_tensor_dtype(grad) != ev_tensor_dtype(t) || ev_tensor_ndim(grad) != nd ||
+            memcmp(ev_tensor_shape(grad), ev_tensor_shape(t), sizeof(int64_t) * (size_t)nd)) {
+            return ev__set_message(EV_EINVAL,
+                                   "grad: the gradient must have the tensor's dtype (%s) and "
+                                   "shape (%d dims), got %s with %d dims",
+                                   ev_dtype_name(ev_tensor_dtype(t)), nd,
+                                   ev_dtype_name(ev_tensor_dtype(grad)), ev_tensor_ndim(grad));
+        }
+    }
+    ev__ag_meta *m = grad ? ev__ag_meta_get(t) : ev__ag_meta_of(t);
+    if (!m) {
+        return grad ? EV_ENOMEM : 0;
+    }
+    pthread_mutex_lock(&m->lock);
+    ev_tensor *old = m->grad;
+    m->grad = ev_tensor_ref(grad);
+    pthread_mutex_unlock(&m->lock);
+    ev_tensor_unref(old);
+    return 0;
+}
+
+ev_ag_node *ev_ag_grad_fn(const ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    return m ? m->grad_fn : NULL;
+}
+
+int ev_ag_detach(ev_tensor *t, ev_tensor **out)
+{
+    return ev_tensor_alias(t, out);
+}
+
+const char *ev_ag_node_name(const ev_ag_node *n)
+{
+    return n->fn->name;
+}
+
+const ev_site *ev_ag_node_site(const ev_ag_node *n)
+{
+    return n->site;
+}
+
+int ev_ag_node_n_next(const ev_ag_node *n)
+{
+    return n->n_next;
+}
+
+ev_ag_node *ev_ag_node_next(const ev_ag_node *n, int i)
+{
+    return i >= 0 && i < n->n_next ? n->next[i].node : NULL;
+}
+
+/* ------------------------------------------------------------------ hooks */
+
+static ev__ag_hook *hook_new(void *ctx, void (*free_ctx)(void *))
+{
+    ev__ag_hook *h = calloc(1, sizeof(*h));
+    if (!h) {
+        ev__set_message(EV_ENOMEM, "register_hook: out of memory");
+        return NULL;
+    }
+    h->ctx = ctx;
+    h->free_ctx = free_ctx;
+    return h;
+}
+
+static void hook_append(ev__ag_hook **list, ev__ag_hook *h)
+{
+    while (*list) {
+        list = &(*list)->next;
+    }
+    *list = h;
+}
+
+int ev_ag_register_hook(ev_tensor *t, ev_ag_grad_hook fn, void *ctx, void (*free_ctx)(void *))
+{
+    if (!t || !fn) {
+        return ev__set_message(EV_EINVAL, "register_hook: the tensor or the hook is NULL");
+    }
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (!m || !m->requires_grad) {
+        return ev__set_message(EV_EINVAL, "register_hook: the tensor does not require grad, so "
+                                          "no gradient will reach it");
+    }
+    ev__ag_hook *h = hook_new(ctx, free_ctx);
+    if (!h) {
+        return EV_ENOMEM;
+    }
+    h->fn.grad = fn;
+    pthread_mutex_lock(&m->lock);
+    /* A non-leaf's hooks ride on the node that makes it; a leaf's on its
+     * state, run by its accumulator. */
+    hook_append(m->grad_fn ? &m->grad_fn->hooks : &m->hooks, h);
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+int ev_ag_register_post_accumulate_hook(ev_tensor *t, ev_ag_leaf_hook fn, void *ctx,
+                                        void (*free_ctx)(void *))
+{
+    if (!t || !fn) {
+        return ev__set_message(EV_EINVAL,
+                               "register_post_accumulate_grad_hook: the tensor or hook is NULL");
+    }
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (!m || !m->requires_grad || m->grad_fn) {
+        return ev__set_message(EV_EINVAL, "register_post_accumulate_grad_hook: only a leaf "
+                                          "that requires grad accumulates a gradient");
+    }
+    ev__ag_hook *h = hook_new(ctx, free_ctx);
+    if (!h) {
+        return EV_ENOMEM;
+    }
+    h->fn.leaf = fn;
+    pthread_mutex_lock(&m->lock);
+    hook_append(&m->post_hooks, h);
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+/* ------------------------------------------------------- saved tensors */
+
+static void site_str(const ev_site *s, char *buf, size_t size)
+{
+    if (s && s->file) {
+        snprintf(buf, size, "%s:%d", s->file, s->line);
+    } else {
+        snprintf(buf, size, "an unknown line");
+    }
+}
+
+int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out)
+{
+    if (n->released) {
+        char at[512];
+        site_str(n->site, at, sizeof at);
+        return ev__set_message(EV_ESTATE,
+                               "backward: trying to go through the graph a second time (%s, "
+                               "made at %s); its saved tensors were freed by the first "
+                               "backward. Pass retain_graph=True to the first backward to "
+                               "keep them.",
+                               n->fn->name, at);
+    }
+    ev__ag_saved *s = &n->saved[i];
+    uint64_t now = ev_tensor_version(s->t);
+    if (now != s->version) {
+        const char *wname;
+        const ev_site *wsite;
+        ev_tensor_last_write(s->t, &wname, &wsite);
+        char at[512], wat[512];
+        site_str(n->site, at, sizeof at);
+        site_str(wsite, wat, sizeof wat);
+        return ev__set_message(
+            EV_ESTATE,
+            "backward: a tensor saved by %s at %s was modified in place by %s at %s before "
+            "backward used it (its version is %llu, it was saved at version %llu). Use an "
+            "out-of-place op there, or clone() the tensor before changing it.",
+            n->fn->name, at, wname ? wname : "an in-place op", wat, (unsigned long long)now,
+            (unsigned long long)s->version);
+    }
+    *out = s->t;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- sites */
+
+/* Backward ops report the forward op's file and line, with the backward's
+ * name where the function goes: "mul failed at train.py:12 in
+ * MulBackward0". Interned for the process, as the engine borrows sites. */
+typedef struct bw_site {
+    ev_site site;
+    const char *name;
+    const ev_site *fwd;
+    struct bw_site *next;
+} bw_site;
+
+#define BW_SITE_BUCKETS 1024
+static bw_site *bw_sites[BW_SITE_BUCKETS];
+static pthread_mutex_t bw_sites_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const ev_site *ev__ag_backward_site(const char *name, const ev_site *fwd)
+{
+    uintptr_t h = ((uintptr_t)name * 31u + (uintptr_t)fwd) >> 4;
+    bw_site **bucket = &bw_sites[h % BW_SITE_BUCKETS];
+    pthread_mutex_lock(&bw_sites_lock);
+    bw_site *s = *bucket;
+    while (s && (s->name != name || s->fwd != fwd)) {
+        s = s->next;
+    }
+    if (!s && (s = calloc(1, sizeof(*s))) != NULL) {
+        s->name = name;
+        s->fwd = fwd;
+        s->site.file = fwd ? fwd->file : NULL;
+        s->site.line = fwd ? fwd->line : 0;
+        s->site.function = name;
+        s->next = *bucket;
+        *bucket = s;
+    }
+    pthread_mutex_unlock(&bw_sites_lock);
+    return s ? &s->site : fwd;
+}

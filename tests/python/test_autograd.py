@@ -1,0 +1,509 @@
+"""Autograd: every differentiable row of the op table against finite
+differences (gradcheck, generated from the table), the hand-written
+derivatives, the graph's life, grad mode, hooks, the in-place check, and where
+backward runs."""
+import gc
+import os
+import re
+import threading
+
+import numpy as np
+import pytest
+
+import eagervm as ev
+from eagervm import _op_refs as refs
+from eagervm.autograd import gradcheck
+
+TABLE = ev._C._op_table()["ops"]
+
+
+def _rows(family):
+    return [r for r in TABLE if r["family"] == family and r["grad"].startswith(("D1", "D2", "DR"))]
+
+
+def _leaf(a):
+    return ev.tensor(np.asarray(a, dtype=np.float64), dtype=ev.float64, requires_grad=True)
+
+
+# Points where the derivative jumps or is undefined are avoided: finite
+# differences across them mean nothing.
+KINKS = {"abs": 0.0, "sign": 0.0, "relu": 0.0, "floor": None, "ceil": None, "round": None,
+         "trunc": None}
+
+
+def _draw(rng, row, shape, operand=0):
+    v = refs.draw(rng, row["domain"], "float64", shape, operand)
+    if row["domain"] in ("nonneg",):
+        v = v + 0.1  # sqrt and log1p's derivative at 0 is infinite
+    if row["name"] in KINKS:
+        v = np.where(np.abs(v - np.round(v)) < 0.05, v + 0.1, v) if KINKS[row["name"]] is None \
+            else np.where(np.abs(v) < 0.05, 0.3, v)
+    if row["name"] in ("floor_divide", "remainder"):
+        v = np.where(np.abs(v) < 0.3, 0.7, v)
+    return v
+
+
+@pytest.mark.parametrize("row", _rows("unary"), ids=lambda r: r["name"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_unary_rows_match_finite_differences(row, layout):
+    rng = np.random.default_rng(0)
+    x = _leaf(_draw(rng, row, (3, 4)))
+    fn = getattr(ev, row["name"])
+    if layout == "transposed":
+        assert gradcheck(lambda t: fn(t.T), (x,))
+    else:
+        assert gradcheck(fn, (x,))
+
+
+@pytest.mark.parametrize("row", _rows("binary"), ids=lambda r: r["name"])
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 4), (4,)), ((1, 4), (3, 1))],
+                         ids=["same", "row", "outer"])
+def test_binary_rows_match_finite_differences(row, shapes):
+    rng = np.random.default_rng(1)
+    a = _draw(rng, row, shapes[0], 0)
+    b = _draw(rng, row, shapes[1], 1)
+    if row["name"] in ("maximum", "minimum"):
+        b = b + 0.25  # no ties
+    if row["name"] == "floor_divide":
+        pytest.skip("its gradient is zero; finite differences straddle its jumps")
+    if row["name"] == "remainder":
+        b = np.where(np.abs(b) < 0.5, 1.5, b)
+        a = np.floor(a / b) * b + 0.5 * b  # away from the jumps at multiples of b
+    fn = getattr(ev, row["name"])
+    assert gradcheck(fn, (_leaf(a), _leaf(b)))
+
+
+@pytest.mark.parametrize("row", _rows("reduce"), ids=lambda r: r["name"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, False), (0, True), ((0, 1), False)])
+def test_reduce_rows_match_finite_differences(row, dim, keepdim):
+    rng = np.random.default_rng(2)
+    x = _leaf(rng.permutation(np.linspace(-2, 2, 12)).reshape(3, 4))  # no ties for max
+    fn = getattr(ev, row["name"])
+    assert gradcheck(lambda t: fn(t, dim=dim, keepdim=keepdim), (x,))
+
+
+def test_every_row_says_how_it_differentiates():
+    kinds = ("D1(", "D2(", "DR(", "FN(", "VIEW", "NONDIFF", "NOT_YET")
+    for row in TABLE:
+        assert row["grad"].startswith(kinds), row["name"]
+        if row["family"] == "unary" and row["rule"] == "PREDICATE":
+            assert row["grad"] == "NONDIFF", row["name"]
+
+
+def test_max_splits_the_gradient_between_ties():
+    x = _leaf([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
+    ev.max(x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
+
+
+# ------------------------------------------------------ hand-written rows
+
+RNG = np.random.default_rng(3)
+
+
+def _r(*shape, lo=-2, hi=2):
+    return _leaf(RNG.uniform(lo, hi, size=shape))
+
+
+FUNCS = {
+    "matmul 2d": (lambda a, b: a @ b, lambda: (_r(3, 4), _r(4, 2))),
+    "matmul batched broadcast": (lambda a, b: ev.matmul(a, b), lambda: (_r(2, 3, 4), _r(4, 5))),
+    "matmul vector matrix": (lambda a, b: ev.matmul(a, b), lambda: (_r(4), _r(4, 3))),
+    "matmul matrix vector": (lambda a, b: ev.matmul(a, b), lambda: (_r(3, 4), _r(4))),
+    "matmul dot": (lambda a, b: ev.matmul(a, b), lambda: (_r(4), _r(4))),
+    "matmul transposed": (lambda a, b: a.T @ b.T, lambda: (_r(4, 3), _r(2, 4))),
+    "softmax": (lambda x: ev.softmax(x, 1), lambda: (_r(3, 5),)),
+    "softmax dim0": (lambda x: ev.softmax(x, 0), lambda: (_r(3, 5),)),
+    "log_softmax": (lambda x: ev.log_softmax(x, -1), lambda: (_r(3, 5),)),
+    "var": (lambda x: ev.var(x, 1), lambda: (_r(3, 5),)),
+    "var all": (lambda x: ev.var(x), lambda: (_r(3, 5),)),
+    "std keepdim": (lambda x: ev.std(x, 0, keepdim=True), lambda: (_r(3, 5),)),
+    "std correction 0": (lambda x: ev.std(x, 1, correction=0), lambda: (_r(3, 5),)),
+    "clamp": (lambda x: ev.clamp(x, -1.0, 1.0), lambda: (_r(3, 5),)),
+    "clamp min": (lambda x: x.clamp(min=0.5), lambda: (_r(3, 5),)),
+    "where": (lambda x, y: ev.where(x > 0, x, y), lambda: (_r(3, 4), _r(4))),
+    "cat": (lambda a, b: ev.cat([a, b], 1), lambda: (_r(2, 3), _r(2, 4))),
+    "stack": (lambda a, b: ev.stack([a, b], 1), lambda: (_r(2, 3), _r(2, 3))),
+    "index_select": (lambda x: ev.index_select(x, 0, ev.tensor([2, 0, 2])),
+                     lambda: (_r(3, 4),)),
+    "gather": (lambda x: ev.gather(x, 1, ev.tensor([[0, 0], [3, 1], [2, 2]])),
+               lambda: (_r(3, 4),)),
+    "cross_entropy": (lambda x: ev.cross_entropy(x, ev.tensor([1, 0, 3])), lambda: (_r(3, 4),)),
+    "cross_entropy sum": (lambda x: ev.cross_entropy(x, ev.tensor([1, 0, 3]), reduction="sum"),
+                          lambda: (_r(3, 4),)),
+    "cross_entropy none": (lambda x: ev.cross_entropy(x, ev.tensor([1, 0, 3]), reduction="none"),
+                           lambda: (_r(3, 4),)),
+    "view": (lambda x: x.view(4, 3) * 2, lambda: (_r(3, 4),)),
+    "reshape transposed": (lambda x: x.T.reshape(12), lambda: (_r(3, 4),)),
+    "expand": (lambda x: x.expand(2, 3, 4), lambda: (_r(3, 1),)),
+    "permute": (lambda x: x.permute(2, 0, 1), lambda: (_r(2, 3, 4),)),
+    "transpose": (lambda x: x.transpose(0, 1), lambda: (_r(3, 4),)),
+    "flatten": (lambda x: x.flatten(), lambda: (_r(3, 4),)),
+    "squeeze unsqueeze": (lambda x: x.unsqueeze(0).squeeze(), lambda: (_r(3, 1),)),
+    "getitem slices": (lambda x: x[1:, ::2], lambda: (_r(3, 4),)),
+    "getitem negative step": (lambda x: x[::-1, 1], lambda: (_r(3, 4),)),
+    "getitem None ellipsis": (lambda x: x[None, ..., 2], lambda: (_r(3, 4),)),
+    "contiguous": (lambda x: x.T.contiguous(), lambda: (_r(3, 4),)),
+    "clone": (lambda x: x.clone() * x, lambda: (_r(3, 4),)),
+    "to float64": (lambda x: x.to(ev.float64), lambda: (_r(3, 4),)),
+    "mixed chain": (lambda x, w: ((x @ w).tanh() * x.sum(1, keepdim=True)).mean(),
+                    lambda: (_r(3, 4), _r(4, 4))),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_hand_written_derivatives_match_finite_differences(name):
+    fn, make = FUNCS[name]
+    assert gradcheck(fn, make())
+
+
+def test_not_yet_differentiable_ops_refuse_instead_of_giving_wrong_gradients():
+    x = _r(3, 4)
+    with pytest.raises(RuntimeError, match="cumsum has no derivative yet"):
+        ev.cumsum(x, 0)
+    with pytest.raises(RuntimeError, match="prod has no derivative yet"):
+        ev.prod(x)
+    with ev.no_grad():
+        ev.cumsum(x, 0)  # fine without recording
+    ev.cumsum(x.detach(), 0)
+
+
+def test_integer_and_bool_results_never_require_grad():
+    x = _r(3, 4)
+    assert not (x > 0).requires_grad
+    assert not ev.argmax(x).requires_grad
+    assert not x.to(ev.int64).requires_grad
+    with pytest.raises(ValueError, match="only float tensors can require grad"):
+        ev.tensor([1, 2], requires_grad=True)
+
+
+# -------------------------------------------------------- the public surface
+
+def test_leaf_state_and_grad_fn():
+    x = ev.ones(2, 3, requires_grad=True)
+    assert x.requires_grad and x.is_leaf and x.grad_fn is None and x.grad is None
+    y = x * 2
+    assert y.requires_grad and not y.is_leaf
+    assert y.grad_fn.name() == "mul_backward"
+    nxt = y.grad_fn.next_functions
+    assert nxt[0][0].name() == "AccumulateGrad" and nxt[1][0] is None
+    assert y.grad_fn.site.endswith(f"test_autograd.py:{_line_of('y = x * 2')}")
+    z = ev.ones(2)
+    assert not z.requires_grad and z.requires_grad_() is z and z.requires_grad
+    z.requires_grad = False
+    assert not z.requires_grad
+    with pytest.raises(ValueError, match="not a leaf"):
+        y.requires_grad_(False)
+    d = y.detach()
+    assert not d.requires_grad and d.grad_fn is None
+
+
+def _line_of(text):
+    with open(__file__) as f:
+        for i, line in enumerate(f, 1):
+            if line.strip() == text and "_line_of" not in line:
+                return i
+    raise AssertionError(text)
+
+
+def test_gradients_accumulate_and_can_be_set():
+    x = ev.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5, 7, 9])
+    x.grad = None
+    assert x.grad is None
+    x.grad = ev.zeros(3)
+    with pytest.raises(ValueError, match="dtype"):
+        x.grad = ev.zeros(4)
+    with pytest.raises(TypeError):
+        x.grad = 3
+
+
+def test_backward_gradient_argument_and_errors():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(ValueError, match="implicitly created only for outputs with one element"):
+        y.backward()
+    y.backward(ev.tensor([1.0, 10.0]), retain_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), [2, 20])
+    with pytest.raises(ValueError, match="another shape"):
+        y.backward(ev.ones(3))
+    with pytest.raises(ValueError, match="does not require grad"):
+        ev.ones(2).sum().backward()
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        y.sum().backward(create_graph=True)
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        ev.autograd.grad(y.sum(), x, create_graph=True)
+
+
+def test_a_freed_graph_raises_on_a_second_backward_and_retain_graph_keeps_it():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp([1, 2]) * (1 + np.array([1, 2])))
+    with pytest.raises(RuntimeError, match="second time.*retain_graph=True"):
+        y.backward()
+
+
+def test_autograd_grad_leaves_dot_grad_alone():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    w = ev.tensor([3.0, 4.0], requires_grad=True)
+    u = ev.tensor([5.0], requires_grad=True)
+    y = (x * w).sum()
+    gx, gw = ev.autograd.grad(y, (x, w), retain_graph=True)
+    np.testing.assert_allclose(gx.numpy(), [3, 4])
+    np.testing.assert_allclose(gw.numpy(), [1, 2])
+    assert x.grad is None and w.grad is None
+    with pytest.raises(ValueError, match="allow_unused"):
+        ev.autograd.grad(y, (x, u), retain_graph=True)
+    gx, gu = ev.autograd.grad(y, (x, u), allow_unused=True, retain_graph=True)
+    assert gu is None
+    # A non-leaf input: the gradient arriving at it.
+    h = x * 2
+    (gh,) = ev.autograd.grad((h * h).sum(), h)
+    np.testing.assert_allclose(gh.numpy(), 2 * h.detach().numpy())
+
+
+def test_several_outputs_and_a_shared_subgraph():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    ev.autograd.backward([h.sum(), (h * 3).sum()])
+    np.testing.assert_allclose(x.grad.numpy(), 8 * np.array([1, 2]))
+
+
+# ------------------------------------------------------------- grad mode
+
+def test_no_grad_enable_grad_and_decorators():
+    x = ev.ones(2, requires_grad=True)
+    with ev.no_grad():
+        assert not ev.is_grad_enabled()
+        assert not (x * 2).requires_grad
+        with ev.enable_grad():
+            assert (x * 2).requires_grad
+        assert not (x * 2).requires_grad
+    assert ev.is_grad_enabled()
+
+    @ev.no_grad()
+    def f():
+        return x * 2
+
+    assert not f().requires_grad and ev.is_grad_enabled()
+    with ev.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert ev.is_grad_enabled()
+
+
+def test_grad_mode_is_per_thread():
+    seen = {}
+    entered, release = threading.Event(), threading.Event()
+
+    def other():
+        seen["other"] = ev.is_grad_enabled()
+        entered.set()
+        release.wait(10)
+
+    with ev.no_grad():
+        t = threading.Thread(target=other)
+        t.start()
+        entered.wait(10)
+        seen["here"] = ev.is_grad_enabled()
+        release.set()
+        t.join(10)
+    assert seen == {"other": True, "here": False}
+
+
+# ------------------------------------------------------------------ hooks
+
+def test_tensor_hooks_see_and_replace_gradients():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    h = x * 3
+    h.register_hook(lambda g: g * 10)
+    h.sum().backward()
+    np.testing.assert_allclose(seen[0], [30, 30])
+    np.testing.assert_allclose(x.grad.numpy(), [30, 30])
+
+
+def test_post_accumulate_grad_hook_runs_after_the_leaf_has_its_grad():
+    w = ev.tensor([1.0, 2.0], requires_grad=True)
+    got = []
+    w.register_post_accumulate_grad_hook(lambda p: got.append(p.grad.numpy().copy()))
+    (w * w).sum().backward()
+    np.testing.assert_allclose(got[0], [2, 4])
+    with pytest.raises(ValueError, match="leaf"):
+        (w * 2).register_post_accumulate_grad_hook(lambda p: None)
+    with pytest.raises(ValueError, match="does not require grad"):
+        ev.ones(2).register_hook(lambda g: None)
+
+
+def test_an_exception_in_a_hook_propagates_and_the_runtime_stays_usable():
+    x = ev.tensor([1.0], requires_grad=True)
+
+    def bad(g):
+        raise KeyError("from the hook")
+
+    x.register_hook(bad)
+    with pytest.raises(KeyError, match="from the hook"):
+        (x * 2).sum().backward()
+    y = ev.tensor([2.0], requires_grad=True)
+    (y * 2).sum().backward()
+    assert y.grad.item() == 2
+
+
+# --------------------------------------------------------- in-place safety
+
+def test_modifying_a_saved_tensor_names_both_ops_and_lines():
+    x = ev.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    y.add_(1)
+    with pytest.raises(RuntimeError) as info:
+        y.sum().backward()
+    msg = str(info.value)
+    assert re.search(rf"saved by exp_backward at .*test_autograd.py:{_line_of('y = x.exp()')}",
+                     msg), msg
+    assert re.search(rf"modified in place by add\w* at .*test_autograd.py:{_line_of('y.add_(1)')}",
+                     msg), msg
+
+
+def test_in_place_ops_on_non_leaves_are_differentiated():
+    x = _leaf([0.5, 1.5, -1.0])
+    y = x * 2
+    y.mul_(x)        # y = 2 x^2
+    y.sin_()
+    y.sum().backward()
+    v = np.array([0.5, 1.5, -1.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(2 * v * v) * 4 * v, rtol=1e-12)
+
+
+def test_in_place_on_a_leaf_that_requires_grad_is_refused_but_allowed_under_no_grad():
+    w = ev.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        w.add_(1)
+    with ev.no_grad():
+        w.add_(1)
+    np.testing.assert_allclose(w.detach().numpy(), [2, 2, 2])
+    with pytest.raises(RuntimeError, match="requires grad"):
+        w[0] = 5.0
+
+
+def test_in_place_through_views_is_refused_rather_than_losing_gradients():
+    w = ev.ones(4, requires_grad=True)
+    buf = ev.zeros(4)
+    part = buf[:2]
+    with pytest.raises(RuntimeError, match="shares its elements with another view"):
+        part.add_(w[:2])
+    with pytest.raises(RuntimeError, match="shares its elements with another view"):
+        buf.add_(w)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        buf[0] = w[0]
+    del part
+    buf.add_(w)  # no other view now
+    buf.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [1, 1, 1, 1])
+
+
+# ------------------------------------------------------ where backward runs
+
+def test_backward_runs_on_the_forward_ops_thread():
+    t = ev.asyncs.Thread()
+    x = ev.randn(64, 64, requires_grad=True)
+    with ev.asyncs.thread(t):
+        y = (x @ x).tanh().sum()
+    with ev.profiler.profile() as prof:
+        y.backward()
+        ev.synchronize()
+    backward = [e for e in prof.events if (e.function or "").endswith("_backward")]
+    # (sum_backward is views only: it issues no instruction.)
+    assert {e.function for e in backward} >= {"tanh_backward", "matmul_backward"}
+    assert {e.thread_uid for e in backward} == {t.uid}
+    # and their line is the forward's
+    assert {e.line for e in backward} == {_line_of("y = (x @ x).tanh().sum()")}
+
+
+def test_backward_never_waits_for_a_kernel():
+    # A chain whose forward is still queued: backward only issues work.
+    x = ev.randn(256, 256, requires_grad=True)
+    y = x
+    for _ in range(20):
+        y = (y @ x).tanh()
+    y.sum().backward()
+    assert x.grad is not None
+    assert np.isfinite(x.grad.numpy()).all()
+
+
+# ---------------------------------------------------------- graph lifetime
+
+def test_a_long_chain_backward_and_free_do_not_overflow_the_stack():
+    x = ev.tensor([1.0], requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0
+    y.backward()
+    assert x.grad.item() == 1.0
+    del y
+    gc.collect()
+
+
+def _rss_kb():
+    with open(f"/proc/{os.getpid()}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+@pytest.mark.skipif(bool(ev.config()["build"]["sanitizers"]),
+                    reason="a sanitizer's quarantine holds freed memory (ASan checks leaks)")
+def test_graph_memory_is_freed_rss_stays_flat_over_100000_steps():
+    w = ev.randn(8, 4, requires_grad=True)
+    x = ev.randn(16, 8)
+
+    def step():
+        loss = (x @ w).relu().mean()
+        loss.backward()
+        with ev.no_grad():
+            w.sub_(w.grad * 0.01)
+        w.grad = None
+
+    for _ in range(2000):
+        step()
+    ev.synchronize()
+    before = _rss_kb()
+    for _ in range(100_000):
+        step()
+    ev.synchronize()
+    grown = _rss_kb() - before
+    assert grown < 8 * 1024, f"RSS grew by {grown} KiB over 100,000 steps"
+
+
+# -------------------------------------------------------------- vs PyTorch
+
+def test_random_compositions_match_torch_autograd():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        a = rng.uniform(0.5, 1.5, size=(4, 5))
+        w = rng.uniform(-1, 1, size=(5, 3))
+        b = rng.uniform(-1, 1, size=(3,))
+        out = {}
+        for lib in ("ev", "torch"):
+            if lib == "ev":
+                A, W, B = (ev.tensor(v, dtype=ev.float64, requires_grad=True) for v in (a, w, b))
+                sm, ls = (lambda t: ev.softmax(t, 1)), (lambda t: ev.log_softmax(t, 1))
+            else:
+                A, W, B = (torch.tensor(v, requires_grad=True) for v in (a, w, b))
+                sm, ls = (lambda t: torch.softmax(t, 1)), (lambda t: torch.log_softmax(t, 1))
+            h = (A @ W + B)
+            h = [h.tanh(), h.sigmoid(), sm(h), ls(h), h.exp() / (1 + h * h)][trial % 5]
+            h = h[:, 1:] * A.T[:3, :2].sum(0)      # views and broadcasting
+            h2 = h * 1.0
+            h2.mul_(h)                              # in place on a non-leaf
+            loss = (h2.sum(1) ** 2).mean() + A.log().sum()
+            loss.backward()
+            out[lib] = [t.grad.numpy() for t in (A, W, B)]
+        for g_ev, g_t in zip(out["ev"], out["torch"]):
+            np.testing.assert_allclose(g_ev, g_t, rtol=1e-10, atol=1e-12)
