@@ -22,54 +22,8 @@ except ImportError:  # pragma: no cover - torch is optional
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 
-def _has_grad_attribute():
-    t = ev.zeros(1)
-    try:
-        t.grad = None
-    except AttributeError:
-        return False
-    return True
-
-
-HAS_GRAD = _has_grad_attribute()
-_side_grads = {}  # id(p) -> (p, grad), while Tensor has no .grad
-
-
-@pytest.fixture(autouse=True)
-def _grads_without_autograd(monkeypatch):
-    """Gradients are read from p.grad, which the autograd layer gives Tensor.
-    Where this build's Tensor has no .grad yet, the optimizers read them from
-    a side table that set_grad fills instead (a test-only stand-in)."""
-    if HAS_GRAD:
-        yield
-        return
-    import eagervm.optim.adam as adam_mod
-    import eagervm.optim.optimizer as opt_mod
-    import eagervm.optim.sgd as sgd_mod
-
-    def grad_of(p):
-        e = _side_grads.get(id(p))
-        return e[1] if e is not None and e[0] is p else None
-
-    for mod in (opt_mod, sgd_mod, adam_mod):
-        monkeypatch.setattr(mod, "_grad_of", grad_of, raising=False)
-    monkeypatch.setattr(opt_mod, "_set_grad", set_grad)
-    yield
-    _side_grads.clear()
-
-
 def set_grad(p, g):
-    if HAS_GRAD:
-        p.grad = g
-    else:
-        _side_grads[id(p)] = (p, g)
-
-
-def get_grad(p):
-    if HAS_GRAD:
-        return p.grad
-    e = _side_grads.get(id(p))
-    return e[1] if e is not None and e[0] is p else None
+    p.grad = g
 
 
 SHAPES = [(7, 5), (), (33,), (2, 3, 4)]
@@ -421,31 +375,52 @@ def test_step_issues_without_waiting_and_orders_with_later_ops():
 # ------------------------------------------------------------ the errors
 
 def test_bad_grads_and_params():
+    """Tensor.grad takes only a gradient that fits; the fused updates check
+    again (what a step would meet through another route)."""
     p = ev.tensor(np.zeros(3, np.float32))
-    opt = optim.SGD([p], lr=0.1)
-    set_grad(p, ev.tensor(np.zeros(4, np.float32)))
+    with pytest.raises(ValueError):
+        p.grad = ev.tensor(np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="grad has shape"):
-        opt.step()
-    set_grad(p, ev.tensor(np.zeros(3, np.float64)))
+        ev._C._sgd_update_(p, ev.zeros(4), None, 0.1, 0, 0, 0, False, False, False)
     with pytest.raises(TypeError, match="grad has dtype float64"):
-        opt.step()
+        ev._C._sgd_update_(p, ev.zeros(3, dtype=ev.float64), None, 0.1, 0, 0, 0, False, False,
+                           False)
     q = ev.tensor(np.zeros(3, np.int32))
-    opt = optim.SGD([q], lr=0.1)
-    set_grad(q, ev.tensor(np.zeros(3, np.int32)))
     with pytest.raises(TypeError, match="float32 or float64"):
-        opt.step()
+        ev._C._adam_update_(q, q.clone(), q.clone(), q.clone(), None, 1, 1e-3, 0.9, 0.999, 1e-8,
+                            0, False, False)
+    with pytest.raises(TypeError, match="params\\[1\\] must be a Tensor"):
+        ev._C._sgd_update_multi_([p, 1.0], [p, p], None, None, 0.1, 0, 0, 0, False, False)
+    with pytest.raises(ValueError, match="grads has 1 entries, expected 2"):
+        ev._C._sgd_update_multi_([p, p], [p], None, None, 0.1, 0, 0, 0, False, False)
+    with pytest.raises(ValueError, match="listed once"):
+        ev._C._sgd_update_multi_([p, p], [ev.zeros(3), ev.zeros(3)], None, None, 0.1, 0, 0, 0,
+                                 False, False)
+    with pytest.raises(ValueError, match=r"\(parameter 1\)"):
+        ev._C._adam_update_multi_([p, ev.zeros(2)], [ev.zeros(3), ev.zeros(3)],
+                                  [ev.zeros(3), ev.zeros(2)], [ev.zeros(3), ev.zeros(2)], None,
+                                  [1, 1], 1e-3, 0.9, 0.999, 1e-8, 0, False, False)
+
+
+def test_nonleaf_param():
+    w = ev.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match="non-leaf"):
+        optim.SGD([w * 2], lr=0.1)
 
 
 def test_failed_first_step_keeps_no_state():
-    p = ev.tensor(np.zeros(3, np.float32))
-    opt = optim.SGD([p], lr=0.1, momentum=0.9)
-    set_grad(p, ev.tensor(np.zeros(4, np.float32)))
-    with pytest.raises(ValueError):
+    for foreach in (None, False):
+        p = ev.tensor(np.zeros(3, np.float32))
+        opt = optim.SGD([p], lr=0.1, momentum=0.9, foreach=foreach)
+        set_grad(p, ev.tensor(np.ones(3, np.float32)))
+        opt.param_groups[0]["lr"] = -1.0
+        with pytest.raises(ValueError, match="invalid learning rate"):
+            opt.step()
+        assert "momentum_buffer" not in opt.state[p]
+        np.testing.assert_array_equal(np_value(p), np.zeros(3))
+        opt.param_groups[0]["lr"] = 0.1
         opt.step()
-    assert "momentum_buffer" not in opt.state[p]
-    set_grad(p, ev.tensor(np.ones(3, np.float32)))
-    opt.step()
-    np.testing.assert_array_equal(np_value(opt.state[p]["momentum_buffer"]), np.ones(3))
+        np.testing.assert_array_equal(np_value(opt.state[p]["momentum_buffer"]), np.ones(3))
 
 
 @pytest.mark.parametrize("make,match", [
@@ -532,9 +507,9 @@ def test_zero_grad():
     set_grad(a, ev.ones(2))
     set_grad(b, ev.ones(3))
     opt.zero_grad(set_to_none=False)
-    np.testing.assert_array_equal(np_value(get_grad(a)), np.zeros(2))
+    np.testing.assert_array_equal(np_value(a.grad), np.zeros(2))
     opt.zero_grad()
-    assert get_grad(a) is None and get_grad(b) is None
+    assert a.grad is None and b.grad is None
     opt.step()  # no gradients: nothing changes
     np.testing.assert_array_equal(np_value(a), np.ones(2))
 
@@ -738,3 +713,90 @@ def test_scheduler_checks():
         lr_scheduler.StepLR(opt, step_size=1, last_epoch=3)
     sched = lr_scheduler.StepLR(opt, step_size=1)
     assert opt.param_groups[0]["initial_lr"] == 0.1 and sched.last_epoch == 0
+
+
+# --------------------------------------------------- with the autograd layer
+
+def _regression_data():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((16, 5)).astype(np.float32)
+    y = rng.standard_normal((16, 3)).astype(np.float32)
+    w = (rng.standard_normal((5, 3)) * 0.3).astype(np.float32)
+    return x, y, w
+
+
+def _train_ev(opt_factory, steps=6):
+    x, y, w0 = _regression_data()
+    x, y = ev.tensor(x), ev.tensor(y)
+    w = ev.tensor(w0, requires_grad=True)
+    b = ev.zeros(3, requires_grad=True)
+    opt = opt_factory(optim, [w, b])
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        d = x @ w + b - y
+        loss = (d * d).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np_value(w), np_value(b), losses
+
+
+OPT_FACTORIES = [
+    lambda m, ps: m.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda m, ps: m.Adam(ps, lr=0.05, amsgrad=True),
+    lambda m, ps: m.AdamW(ps, lr=0.05, weight_decay=0.1),
+]
+
+
+@pytest.mark.parametrize("factory", OPT_FACTORIES)
+def test_training_with_backward(factory):
+    """zero_grad, backward, step: the loss goes down, and the gradients the
+    step used are the ones backward accumulated."""
+    w, b, losses = _train_ev(factory)
+    assert losses[-1] < losses[0]
+    assert np.isfinite(w).all() and np.isfinite(b).all()
+
+
+@needs_torch
+@pytest.mark.parametrize("factory", OPT_FACTORIES)
+def test_training_matches_torch(factory):
+    w, b, losses = _train_ev(factory)
+    x, y, w0 = _regression_data()
+    x, y = torch.tensor(x), torch.tensor(y)
+    tw = torch.tensor(w0, requires_grad=True)
+    tb = torch.zeros(3, requires_grad=True)
+    opt = factory(torch.optim, [tw, tb])
+    tlosses = []
+    for _ in range(6):
+        opt.zero_grad()
+        d = x @ tw + tb - y
+        loss = (d * d).mean()
+        loss.backward()
+        opt.step()
+        tlosses.append(loss.item())
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-5)
+    np.testing.assert_allclose(w, tw.detach().numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(b, tb.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("foreach", [None, False])
+def test_step_counts_as_an_in_place_write(foreach):
+    """A step changes the params in place: a graph that saved one before the
+    step fails its backward, naming the update (autograd's version check)."""
+    w = ev.ones(3, requires_grad=True)
+    opt = optim.Adam([w], foreach=foreach)
+    w.grad = ev.ones(3)
+    loss = (w * w).sum()
+    opt.step()
+    with pytest.raises(RuntimeError, match="modified in place by adam"):
+        loss.backward()
+
+
+def test_step_records_no_graph():
+    w = ev.ones(3, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    w.grad = ev.ones(3)
+    opt.step()
+    assert w.is_leaf and w.requires_grad and w.grad_fn is None
+    assert not opt.state[w]["momentum_buffer"].requires_grad

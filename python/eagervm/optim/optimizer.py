@@ -193,7 +193,7 @@ class Optimizer:
             if not isinstance(p, _C.Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params "
                                 f"is {type(p).__name__}")
-            if getattr(p, "is_leaf", True) is False:
+            if not (p.is_leaf or getattr(p, "retains_grad", False)):
                 raise ValueError("can't optimize a non-leaf Tensor")
 
         for name, default in self.defaults.items():
