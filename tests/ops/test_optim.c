@@ -698,6 +698,35 @@ static void test_multi_many(void)
     }
 }
 
+/* Every update is an in-place write: it bumps the version of each tensor it
+ * writes (not of the grad it reads) and names itself as the last writer. */
+static void test_versions(void)
+{
+    ev_tensor *p = make(EV_FLOAT32, 1, SHAPE(3), VALS(1, 2, 3));
+    ev_tensor *g = make(EV_FLOAT32, 1, SHAPE(3), VALS(1, 1, 1));
+    ev_tensor *m = make(EV_FLOAT32, 1, SHAPE(3), VALS(0, 0, 0));
+    ev_tensor *v = make(EV_FLOAT32, 1, SHAPE(3), VALS(0, 0, 0));
+    uint64_t p0 = ev_tensor_version(p), g0 = ev_tensor_version(g), m0 = ev_tensor_version(m);
+    CHECK_OK(ev_sgd_update_(&EX, p, g, m, 0.1, 0.9, 0, 0, 0, 0, 1));
+    CHECK_EQ(ev_tensor_version(p), p0 + 1);
+    CHECK_EQ(ev_tensor_version(m), m0 + 1);
+    CHECK_EQ(ev_tensor_version(g), g0);
+    CHECK_OK(ev_adam_update_multi_(&EX, 1, &p, &g, &m, &v, NULL, (int64_t[]){1}, 1e-3, 0.9,
+                                   0.999, 1e-8, 0, 0, 0));
+    CHECK_EQ(ev_tensor_version(p), p0 + 2);
+    CHECK_EQ(ev_tensor_version(m), m0 + 2);
+    CHECK_EQ(ev_tensor_version(g), g0);
+    const char *name;
+    const ev_site *site;
+    ev_tensor_last_write(v, &name, &site);
+    CHECK_STR_CONTAINS(name, "adam_update_multi_");
+    CHECK(site == &test_site);
+    ev_tensor_unref(p);
+    ev_tensor_unref(g);
+    ev_tensor_unref(m);
+    ev_tensor_unref(v);
+}
+
 int main(void)
 {
     test_setup();
@@ -712,6 +741,7 @@ int main(void)
     RUN_TEST(test_multi_matches_single);
     RUN_TEST(test_multi_errors);
     RUN_TEST(test_multi_many);
+    RUN_TEST(test_versions);
     test_teardown();
     return 0;
 }
