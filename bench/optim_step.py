@@ -1,14 +1,16 @@
-"""One optimizer step of eagervm.optim (one fused instruction per parameter)
-against torch.optim (its single-tensor path, the default on CPU) and a NumPy
-version of the same formulas written with in-place ufuncs (the best NumPy
-does without fusing): the same parameters, gradients and hyperparameters.
+"""One optimizer step of eagervm.optim (one fused instruction for all the
+parameters) against the same formulas as a chain of eagervm's in-place
+elementwise ops (what one writes without eagervm.optim), torch.optim (its
+single-tensor path, the default on CPU) and NumPy's in-place ufuncs (the best
+NumPy does without fusing): the same parameters, gradients and
+hyperparameters.
 
     PYTHONPATH=python /usr/bin/python3 bench/optim_step.py [--repeats N] [--only NAME,...]
 
 Each repeat runs a batch of steps in eagervm (ending in synchronize(), so it
 measures the work, not only its issue), torch and NumPy, one after the other.
 One line per case: the median time per step of each, in microseconds, and the
-ratios torch/eagervm and NumPy/eagervm (above 1: eagervm is faster). Every
+ratios of the others to eagervm.optim (above 1: eagervm.optim is faster). Every
 side does the same work: read the gradient, update the state, write the
 parameter. Timings are printed, never asserted.
 """
@@ -63,6 +65,30 @@ def np_adam(ps, gs, ms, vs, t, lr, weight_decay=0.0, decoupled=False, b1=0.9, b2
         p += f(-lr / bc1) * m / denom
 
 
+def ev_chain_sgd(ps, gs, bufs, lr, momentum, weight_decay):
+    for p, g, b in zip(ps, gs, bufs):
+        d = g + p * weight_decay
+        b.mul_(momentum)
+        b.add_(d)
+        p.sub_(b * lr)
+
+
+def ev_chain_adam(ps, gs, ms, vs, t, lr, weight_decay=0.0, decoupled=False, b1=0.9, b2=0.999,
+                  eps=1e-8):
+    bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+    for p, g, m, v in zip(ps, gs, ms, vs):
+        if decoupled:
+            p.mul_(1 - lr * weight_decay)
+        m.mul_(b1)
+        m.add_(g * (1 - b1))
+        v.mul_(b2)
+        v.add_(g * g * (1 - b2))
+        denom = v.sqrt()
+        denom.div_(bc2 ** 0.5)
+        denom.add_(eps)
+        p.sub_(m * (lr / bc1) / denom)
+
+
 def make_case(shapes, seed=0):
     rng = np.random.default_rng(seed)
     ps = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -102,13 +128,31 @@ def bench_case(opt_name, case, repeats, batch):
             np_adam(nps, gs, nstate[0], nstate[1], nstep[0], kw["lr"],
                     kw.get("weight_decay", 0.0), opt_name == "adamw")
 
-    times = {"eagervm": [], "torch": [], "numpy": []}
+    cps = [ev.tensor(p) for p in ps]
+    cgs = [ev.tensor(g) for g in gs]
+    cstate = [[ev.zeros(*p.shape) for p in ps], [ev.zeros(*p.shape) for p in ps]]
+    cstep = [0]
+
+    def run_chain():
+        if opt_name == "sgd":
+            ev_chain_sgd(cps, cgs, cstate[0], kw["lr"], kw["momentum"], kw["weight_decay"])
+        else:
+            cstep[0] += 1
+            ev_chain_adam(cps, cgs, cstate[0], cstate[1], cstep[0], kw["lr"],
+                          kw.get("weight_decay", 0.0), opt_name == "adamw")
+
+    times = {"eagervm": [], "ev ops": [], "torch": [], "numpy": []}
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(batch):
             eopt.step()
         ev.synchronize()
         times["eagervm"].append((time.perf_counter() - t0) / batch)
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            run_chain()
+        ev.synchronize()
+        times["ev ops"].append((time.perf_counter() - t0) / batch)
         if torch is not None:
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -129,8 +173,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated names like adam-1x4M")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
-    print(f"{'case':<16}{'eagervm us':>12}{'torch us':>12}{'numpy us':>12}"
-          f"{'torch/ev':>10}{'numpy/ev':>10}")
+    print(f"{'case':<16}{'optim us':>10}{'ev ops us':>11}{'torch us':>10}{'numpy us':>10}"
+          f"{'ops/optim':>11}{'torch/optim':>12}{'numpy/optim':>12}")
     for opt_name in OPTS:
         for case in CASES:
             name = f"{opt_name}-{case}"
@@ -139,9 +183,10 @@ def main():
             numel = sum(int(np.prod(s)) for s in CASES[case])
             batch = max(2, min(200, (20 << 20) // (numel * 16)))
             m = bench_case(opt_name, case, args.repeats, batch)
-            print(f"{name:<16}{m['eagervm']:>12.1f}{m['torch']:>12.1f}{m['numpy']:>12.1f}"
-                  f"{m['torch'] / m['eagervm']:>10.2f}{m['numpy'] / m['eagervm']:>10.2f}",
-                  flush=True)
+            e = m["eagervm"]
+            print(f"{name:<16}{e:>10.1f}{m['ev ops']:>11.1f}{m['torch']:>10.1f}"
+                  f"{m['numpy']:>10.1f}{m['ev ops'] / e:>11.2f}{m['torch'] / e:>12.2f}"
+                  f"{m['numpy'] / e:>12.2f}", flush=True)
 
 
 if __name__ == "__main__":
