@@ -514,6 +514,21 @@ def test_zero_grad():
     np.testing.assert_array_equal(np_value(a), np.ones(2))
 
 
+def test_zero_grad_of_a_graph_gradient():
+    w = ev.ones(2, requires_grad=True)
+    a = ev.ones(2, requires_grad=True)
+    w.grad = a * 3  # a gradient with a graph behind it (grad_fn)
+    opt = optim.SGD([w], lr=0.1)
+    opt.zero_grad(set_to_none=False)
+    assert w.grad.grad_fn is None and not w.grad.requires_grad
+    np.testing.assert_array_equal(np_value(w.grad), np.zeros(2))
+    g = ev.ones(2, requires_grad=True)
+    w.grad = g
+    opt.zero_grad(set_to_none=False)
+    assert not w.grad.requires_grad
+    np.testing.assert_array_equal(np_value(w.grad), np.zeros(2))
+
+
 def test_closure():
     p = ev.ones(2)
     opt = optim.SGD([p], lr=0.1)

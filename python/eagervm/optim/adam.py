@@ -3,7 +3,7 @@ single-tensor, non-capturable formulas), each step one fused instruction for
 all the parameters of a group (or one per parameter with foreach=False: the
 same results)."""
 from .. import _C
-from .optimizer import Optimizer, _MULTI_CHUNK, _grad_of, _split_group, _update, _zeros_for
+from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update, _zeros_for
 
 __all__ = ["Adam", "AdamW"]
 
@@ -63,7 +63,7 @@ class Adam(Optimizer):
             amsgrad = group["amsgrad"]
             hyper = (group["lr"], beta1, beta2, group["eps"], group["weight_decay"],
                      group["decoupled_weight_decay"], group["maximize"])
-            fast, slow = _split_group(group, _grad_of)
+            fast, slow = _split_group(group)
             states = [self._state_for(state_of, p, amsgrad) for p, _ in fast]
             for lo in range(0, len(fast), _MULTI_CHUNK):
                 chunk, sts = fast[lo:lo + _MULTI_CHUNK], states[lo:lo + _MULTI_CHUNK]

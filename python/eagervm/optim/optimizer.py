@@ -1,7 +1,7 @@
 """The Optimizer base class of eagervm.optim, as torch.optim.Optimizer.
 
-Parameters are eagervm Tensors; their gradients are read from ``p.grad``
-(None: the parameter is skipped). param_groups, defaults, state, add_param_group,
+Parameters are eagervm Tensors (leaves of the autograd graph); their
+gradients are read from ``p.grad`` (None: the parameter is skipped). param_groups, defaults, state, add_param_group,
 zero_grad, state_dict and load_state_dict follow PyTorch's names and
 semantics. A step issues one fused instruction per parameter (see
 eagervm._C._sgd_update_ and _adam_update_) and never waits for a result.
@@ -12,6 +12,7 @@ from copy import deepcopy
 from itertools import chain
 
 from .. import _C
+from ..autograd import enable_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -86,15 +87,6 @@ def _short(k):
     if isinstance(k, _C.Tensor):
         return f"<Tensor {tuple(k.shape)} {k.dtype} at {id(k):#x}>"
     return repr(k)
-
-
-def _grad_of(p):
-    """The gradient of parameter p, or None (the autograd layer's p.grad)."""
-    return getattr(p, "grad", None)
-
-
-def _set_grad(p, g):
-    p.grad = g
 
 
 _FLOATS = (_C.float32, _C.float64)
@@ -224,15 +216,17 @@ class Optimizer:
         fills it with zeros (``set_to_none=False``)."""
         for group in self.param_groups:
             for p in group["params"]:
-                g = _grad_of(p)
+                g = p.grad
                 if g is None:
                     continue
                 if set_to_none:
-                    _set_grad(p, None)
+                    p.grad = None
                 else:
-                    if getattr(g, "grad_fn", None) is not None and hasattr(g, "detach_"):
-                        g.detach_()
-                    elif getattr(g, "requires_grad", False) and hasattr(g, "requires_grad_"):
+                    # A gradient in a graph is cut off it first (PyTorch's detach_;
+                    # here a detached handle on the same memory takes its place).
+                    if g.grad_fn is not None:
+                        g = p.grad = g.detach()
+                    elif g.requires_grad:
                         g.requires_grad_(False)
                     g.fill_(0)
 
@@ -243,13 +237,11 @@ class Optimizer:
 
     @staticmethod
     def _call_closure(closure):
+        """The closure's loss, computed with autograd on (as PyTorch's step)."""
         if closure is None:
             return None
-        enable_grad = getattr(__import__("eagervm"), "enable_grad", None)
-        if enable_grad is not None:
-            with enable_grad():
-                return closure()
-        return closure()
+        with enable_grad():
+            return closure()
 
     # -------------------------------------------------------- state dicts
 
@@ -349,7 +341,7 @@ class Optimizer:
 _MULTI_CHUNK = 4096
 
 
-def _split_group(group, grad_of):
+def _split_group(group):
     """The group's (param, grad) pairs that have a gradient, as (fast, slow):
     fast for the group's one multi-tensor instruction (contiguous param and
     grad), slow for one instruction each (other layouts, foreach=False, and
@@ -357,7 +349,7 @@ def _split_group(group, grad_of):
     one after the other, in order, as PyTorch does)."""
     fast, slow = [], []
     for p in group["params"]:
-        g = grad_of(p)
+        g = p.grad
         if g is None:
             continue
         if type(g) is _C.Tensor and p.is_contiguous() and g.is_contiguous():

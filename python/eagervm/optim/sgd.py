@@ -2,7 +2,7 @@
 torch.optim.SGD, each step one fused instruction for all the parameters of a
 group (or one per parameter with foreach=False: the same results)."""
 from .. import _C
-from .optimizer import Optimizer, _MULTI_CHUNK, _grad_of, _split_group, _update
+from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update
 
 __all__ = ["SGD"]
 
@@ -54,7 +54,7 @@ class SGD(Optimizer):
             hyper = (group["lr"], group["momentum"], group["dampening"],
                      group["weight_decay"], group["nesterov"], group["maximize"])
             momentum = hyper[1]
-            fast, slow = _split_group(group, _grad_of)
+            fast, slow = _split_group(group)
             for lo in range(0, len(fast), _MULTI_CHUNK):
                 chunk = fast[lo:lo + _MULTI_CHUNK]
                 params = [p for p, _ in chunk]
