@@ -56,6 +56,10 @@ typedef struct ev__ag_saved {
 
 #define EV__AG_MAX_SAVED 4
 #define EV__AG_ARG_SIZE 96
+/* Edges kept inside the node (more, for a cat of many, are allocated). */
+#define EV__AG_INLINE_NEXT 3
+#define EV__AG_CACHE_NODE EV__CACHE_UPPER_A
+#define EV__AG_CACHE_META EV__CACHE_UPPER_B
 
 struct ev_ag_node {
     atomic_int refs;
@@ -73,8 +77,10 @@ struct ev_ag_node {
     ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
     ev__ag_input out;       /* output 0's dtype and shape */
     _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
-    ev__ag_input *inputs;   /* n_next entries, after the node */
-    ev__ag_edge *next;      /* n_next entries, after the node */
+    ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
+    ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
+    ev__ag_edge inline_next[EV__AG_INLINE_NEXT];
+    ev__ag_input inline_inputs[EV__AG_INLINE_NEXT];
 };
 
 /* A tensor's autograd state (its ev_tensor_ext). */

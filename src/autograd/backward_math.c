@@ -186,6 +186,10 @@ static int fit_input(ev__ag_ctx *c, int i, ev_tensor *g, ev_tensor **out)
 
 int ev__ag_run_backward(ev_ag_node *n, ev_tensor *g, ev_tensor **grads_in)
 {
+    if (!n->bw_site) {
+        /* Named when first needed: recording stays cheap. */
+        n->bw_site = ev__ag_backward_site(n->fn->name, n->site);
+    }
     ev__ag_ctx c = {.ex = {n->vm, n->thread_uid, n->bw_site}, .node = n, .g = g,
                     .grads_in = grads_in};
     int rc = n->fn->backward(&c);

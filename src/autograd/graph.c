@@ -1,6 +1,7 @@
 /* The graph: a tensor's autograd state, nodes and their edges, saved tensors
  * and the version check, grad mode, hooks, and the interned sites backward
  * ops report. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 
 /* -------------------------------------------------------------- grad mode */
 
-static _Thread_local bool grad_disabled;
+static EV_TLS_FAST bool grad_disabled;
 
 int ev_ag_is_grad_enabled(void)
 {
@@ -34,8 +35,8 @@ static atomic_uint_fast64_t node_seq;
 
 /* Nodes freed while another node is being freed wait here, so a chain of a
  * million nodes is freed in a loop rather than by a million nested calls. */
-static _Thread_local ev_ag_node *free_list;
-static _Thread_local bool freeing;
+static EV_TLS_FAST ev_ag_node *free_list;
+static EV_TLS_FAST bool freeing;
 
 static void hooks_free(ev__ag_hook *h)
 {
@@ -75,7 +76,11 @@ static void node_free_one(ev_ag_node *n)
     for (int i = 0; i < n->n_next; i++) {
         ev_ag_node_unref(n->next[i].node);
     }
-    free(n);
+    if (n->next != n->inline_next) {
+        free(n->next);
+        free(n->inputs);
+    }
+    ev__cache_free(EV__AG_CACHE_NODE, n);
 }
 
 void ev_ag_node_ref(ev_ag_node *n)
@@ -123,17 +128,30 @@ static ev_ag_node *node_try_ref(ev_ag_node *n)
 
 static ev_ag_node *node_alloc(int n_next)
 {
-    size_t size = sizeof(ev_ag_node) + (size_t)n_next * (sizeof(ev__ag_edge) +
-                                                         sizeof(ev__ag_input));
-    ev_ag_node *n = calloc(1, size);
+    ev_ag_node *n = ev__cache_alloc(EV__AG_CACHE_NODE, sizeof(ev_ag_node));
     if (!n) {
         ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
         return NULL;
     }
+    /* The fields before the inline edges; those are set per input. */
+    memset(n, 0, offsetof(ev_ag_node, inline_next));
+    n->next = n->inline_next;
+    n->inputs = n->inline_inputs;
+    if (n_next > EV__AG_INLINE_NEXT) {
+        n->next = calloc((size_t)n_next, sizeof(*n->next));
+        n->inputs = calloc((size_t)n_next, sizeof(*n->inputs));
+        if (!n->next || !n->inputs) {
+            free(n->next);
+            free(n->inputs);
+            ev__cache_free(EV__AG_CACHE_NODE, n);
+            ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
+            return NULL;
+        }
+    } else {
+        memset(n->inline_next, 0, sizeof(ev__ag_edge) * (size_t)n_next);
+    }
     atomic_init(&n->refs, 1);
     n->n_next = n_next;
-    n->next = (ev__ag_edge *)(n + 1);
-    n->inputs = (ev__ag_input *)(n->next + n_next);
     n->seq = atomic_fetch_add_explicit(&node_seq, 1, memory_order_relaxed) + 1;
     return n;
 }
@@ -237,7 +255,7 @@ static void meta_release(ev_tensor_ext *ext)
     hooks_free(m->hooks);
     hooks_free(m->post_hooks);
     pthread_mutex_destroy(&m->lock);
-    free(m);
+    ev__cache_free(EV__AG_CACHE_META, m);
 }
 
 ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
@@ -246,7 +264,10 @@ ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
     if (m) {
         return m;
     }
-    m = calloc(1, sizeof(*m));
+    m = ev__cache_alloc(EV__AG_CACHE_META, sizeof(*m));
+    if (m) {
+        memset(m, 0, sizeof(*m));
+    }
     if (!m) {
         ev__set_message(EV_ENOMEM, "autograd: out of memory for a tensor's state");
         return NULL;
@@ -256,7 +277,7 @@ ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
     ev__ag_meta *won = (ev__ag_meta *)ev_tensor_ext_set(t, &m->ext);
     if (won != m) {
         pthread_mutex_destroy(&m->lock);
-        free(m);
+        ev__cache_free(EV__AG_CACHE_META, m);
     }
     return won;
 }
@@ -269,7 +290,6 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view)
         return EV_ENOMEM;
     }
     input_of(&n->out, out);
-    n->bw_site = ev__ag_backward_site(n->fn->name, n->site);
     pthread_mutex_lock(&m->lock);
     ev_ag_node *old = m->grad_fn;
     m->grad_fn = n;
@@ -521,9 +541,18 @@ typedef struct bw_site {
 static bw_site *bw_sites[BW_SITE_BUCKETS];
 static pthread_mutex_t bw_sites_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A small direct-mapped cache in front of the table (and its lock), per
+ * thread; small, as it lives in the static TLS block. */
+#define BW_SITE_CACHE 16
+static EV_TLS_FAST bw_site *bw_site_cache[BW_SITE_CACHE];
+
 const ev_site *ev__ag_backward_site(const char *name, const ev_site *fwd)
 {
     uintptr_t h = ((uintptr_t)name * 31u + (uintptr_t)fwd) >> 4;
+    bw_site **slot = &bw_site_cache[h % BW_SITE_CACHE];
+    if (*slot && (*slot)->name == name && (*slot)->fwd == fwd) {
+        return &(*slot)->site;
+    }
     bw_site **bucket = &bw_sites[h % BW_SITE_BUCKETS];
     pthread_mutex_lock(&bw_sites_lock);
     bw_site *s = *bucket;
@@ -540,5 +569,8 @@ const ev_site *ev__ag_backward_site(const char *name, const ev_site *fwd)
         *bucket = s;
     }
     pthread_mutex_unlock(&bw_sites_lock);
+    if (s) {
+        *slot = s;
+    }
     return s ? &s->site : fwd;
 }

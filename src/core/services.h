@@ -48,7 +48,16 @@ void ev__free(void *p);
  * (tensors, storages, objects). A struct is usually freed on the submitting
  * thread (see ev__call_deferred) and reused there at once; glibc's own cache
  * holds too few of each size for a burst. Counted by fault injection. */
-enum ev__cache_kind { EV__CACHE_OBJ, EV__CACHE_TENSOR, EV__CACHE_STORAGE, EV__CACHE_COUNT };
+enum ev__cache_kind {
+    EV__CACHE_OBJ,
+    EV__CACHE_TENSOR,
+    EV__CACHE_STORAGE,
+    /* Two kinds for the layers above, whose structs also come and go with
+     * every op (autograd: graph nodes and tensors' states). */
+    EV__CACHE_UPPER_A,
+    EV__CACHE_UPPER_B,
+    EV__CACHE_COUNT
+};
 /* size must be the same for every call with one kind. */
 void *ev__cache_alloc(int kind, size_t size);
 void ev__cache_free(int kind, void *p);
