@@ -815,3 +815,22 @@ def test_step_records_no_graph():
     opt.step()
     assert w.is_leaf and w.requires_grad and w.grad_fn is None
     assert not opt.state[w]["momentum_buffer"].requires_grad
+
+
+def test_step_on_another_worker_thread():
+    """Steps issued under asyncs.thread(t) run on t, ordered with the ops on
+    the params issued elsewhere (the runtime's cross-stream dependencies)."""
+    arrays = make_params(np.float32, shapes=[(300,), (40, 7)])
+    gs_steps = grads_for(arrays, 4)
+    params = [ev.tensor(a) for a in arrays]
+    opt = optim.Adam(params, lr=1e-2, amsgrad=True)
+    t = ev.asyncs.Thread()
+    for gs in gs_steps:
+        for p, g in zip(params, gs):
+            p.grad = ev.tensor(g) * 1.0  # made on the default thread
+        with ev.asyncs.thread(t):
+            opt.step()
+        params[0].add_(0.0)  # a write on the default thread, after the step
+    want, *_ = ref_adam(arrays, gs_steps, lr=1e-2, amsgrad=True)
+    for p, w in zip(params, want):
+        np.testing.assert_array_equal(np_value(p), w)
