@@ -834,3 +834,32 @@ def test_step_on_another_worker_thread():
     want, *_ = ref_adam(arrays, gs_steps, lr=1e-2, amsgrad=True)
     for p, w in zip(params, want):
         np.testing.assert_array_equal(np_value(p), w)
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)),
+                                        (optim.AdamW, dict(lr=1e-2, amsgrad=True))])
+def test_state_dict_through_a_file(opt_cls, kw, tmp_path):
+    """eagervm.save / eagervm.load keep an optimizer's state dict (tensors,
+    integer ids, int steps, tuples), so training resumes where it stopped."""
+    arrays = make_params(np.float32)
+    gs_steps = grads_for(arrays, 5)
+    whole, _ = train(opt_cls, arrays, gs_steps, kw)
+
+    params = [ev.tensor(a) for a in arrays]
+    opt = opt_cls(params, **kw)
+    for gs in gs_steps[:3]:
+        for p, g in zip(params, gs):
+            p.grad = ev.tensor(g)
+        opt.step()
+    path = str(tmp_path / "ckpt.safetensors")
+    ev.save({"params": params, "optim": opt.state_dict()}, path)
+    ckpt = ev.load(path)
+    params = list(ckpt["params"])
+    opt = opt_cls(params, **kw)
+    opt.load_state_dict(ckpt["optim"])
+    for gs in gs_steps[3:]:
+        for p, g in zip(params, gs):
+            p.grad = ev.tensor(g)
+        opt.step()
+    for x, y in zip(whole, params):
+        np.testing.assert_array_equal(np_value(x), np_value(y))
