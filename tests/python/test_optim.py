@@ -296,6 +296,23 @@ def test_transposed_and_strided_params(opt_cls, kw):
     np.testing.assert_array_equal(np_value(tbase[1])[1::2], base[1][1::2])
 
 
+@pytest.mark.parametrize("foreach", [None, False])
+def test_transposed_leaf_that_requires_grad(foreach):
+    """A transposed leaf param (updated through a contiguous copy) under
+    autograd: the step records nothing (it runs under no_grad, as PyTorch's)."""
+    a = make_params(np.float32, shapes=[(3, 4)])[0]
+    g = np.random.default_rng(5).uniform(-1, 1, size=(4, 3)).astype(np.float32)
+    w = ev.tensor(a).T
+    w.requires_grad_(True)
+    assert w.is_leaf and not w.is_contiguous()
+    opt = optim.Adam([w], lr=1e-2, foreach=foreach)
+    w.grad = ev.tensor(g)
+    opt.step()
+    assert w.is_leaf and w.grad_fn is None
+    want, *_ = ref_adam([a.T.copy()], [[g]], lr=1e-2)
+    np.testing.assert_array_equal(np_value(w), want[0])
+
+
 def test_noncontiguous_grad():
     arrays = make_params(np.float32, shapes=[(5, 3)])
     g = np.random.default_rng(3).uniform(-1, 1, size=(3, 5)).astype(np.float32)

@@ -3,6 +3,7 @@ single-tensor, non-capturable formulas), each step one fused instruction for
 all the parameters of a group (or one per parameter with foreach=False: the
 same results)."""
 from .. import _C
+from ..autograd import no_grad
 from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update, _zeros_for
 
 __all__ = ["Adam", "AdamW"]
@@ -57,6 +58,11 @@ class Adam(Optimizer):
         """One Adam step over every parameter that has a gradient; returns the
         closure's loss (None without a closure)."""
         loss = self._call_closure(closure)
+        with no_grad():  # as PyTorch's step: no op here joins a graph
+            self._step()
+        return loss
+
+    def _step(self):
         state_of = self.state._of
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
@@ -80,7 +86,6 @@ class Adam(Optimizer):
                 _update(_C._adam_update_, p, g, st["exp_avg"], st["exp_avg_sq"],
                         st["max_exp_avg_sq"] if amsgrad else None, step, *hyper)
                 st["step"] = step
-        return loss
 
     @staticmethod
     def _state_for(state_of, p, amsgrad):

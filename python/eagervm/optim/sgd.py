@@ -2,6 +2,7 @@
 torch.optim.SGD, each step one fused instruction for all the parameters of a
 group (or one per parameter with foreach=False: the same results)."""
 from .. import _C
+from ..autograd import no_grad
 from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update
 
 __all__ = ["SGD"]
@@ -49,6 +50,11 @@ class SGD(Optimizer):
         """One SGD step over every parameter that has a gradient; returns the
         closure's loss (None without a closure)."""
         loss = self._call_closure(closure)
+        with no_grad():  # as PyTorch's step: no op here joins a graph
+            self._step()
+        return loss
+
+    def _step(self):
         state_of = self.state._of
         for group in self.param_groups:
             hyper = (group["lr"], group["momentum"], group["dampening"],
@@ -79,4 +85,3 @@ class SGD(Optimizer):
                 _update(_C._sgd_update_, p, g, buf, *hyper, first)
                 if first:
                     state_of(p)["momentum_buffer"] = buf
-        return loss
