@@ -1,10 +1,11 @@
 """The Optimizer base class of eagervm.optim, as torch.optim.Optimizer.
 
 Parameters are eagervm Tensors (leaves of the autograd graph); their
-gradients are read from ``p.grad`` (None: the parameter is skipped). param_groups, defaults, state, add_param_group,
-zero_grad, state_dict and load_state_dict follow PyTorch's names and
-semantics. A step issues one fused instruction per parameter (see
-eagervm._C._sgd_update_ and _adam_update_) and never waits for a result.
+gradients are read from ``p.grad`` (None: the parameter is skipped).
+param_groups, defaults, state, add_param_group, zero_grad, state_dict and
+load_state_dict follow PyTorch's names and semantics. A step issues one fused
+instruction per group (eagervm._C._sgd_update_multi_, _adam_update_multi_) or
+per parameter (_sgd_update_, _adam_update_) and never waits for a result.
 """
 import warnings
 from collections.abc import MutableMapping
