@@ -156,6 +156,43 @@ EV_API int ev_ag_index_select(const ev_exec *ex, ev_tensor *x, int dim, ev_tenso
 EV_API int ev_ag_gather(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
                         ev_tensor **out);
 
+EV_API int ev_ag_flip(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims,
+                      ev_tensor **out);
+EV_API int ev_ag_roll(const ev_exec *ex, ev_tensor *x, int nshifts, const int64_t *shifts,
+                      int ndims, const int *dims, ev_tensor **out);
+/* ev_tril (upper 0) or ev_triu (upper 1). */
+EV_API int ev_ag_tri(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper,
+                     ev_tensor **out);
+EV_API int ev_ag_take(const ev_exec *ex, ev_tensor *x, ev_tensor *index, ev_tensor **out);
+EV_API int ev_ag_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                             ev_tensor *src, ev_tensor **out);
+EV_API int ev_ag_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
+                        ev_tensor **out);
+/* The values require grad (their gradient goes back to where each came
+ * from); the indices never do. */
+EV_API int ev_ag_sort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+                      ev_tensor **values, ev_tensor **indices);
+EV_API int ev_ag_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int largest,
+                      int sorted, ev_tensor **values, ev_tensor **indices);
+
+/* In place (the tensor takes the op's node as its grad_fn; a leaf that
+ * requires grad, or a tensor sharing its elements with a view, is refused
+ * while recording: EV_ESTATE). */
+EV_API int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src);
+EV_API int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value);
+EV_API int ev_ag_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
+                        const ev_scalar *max);
+EV_API int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                              ev_tensor *src);
+EV_API int ev_ag_tri_(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper);
+EV_API int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+EV_API int ev_ag_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
+                         ev_tensor **out);
+EV_API int ev_ag_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+/* ev_uniform_(gen, t, p0, p1), or ev_normal_(gen, t, p0, p1) if normal. */
+EV_API int ev_ag_random_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double p0,
+                         double p1, int normal);
+
 /* Views (as ev_view, ev_reshape, ... in tensor.h, which need no exec; ex
  * gives the thread uid and site a recorded view's backward runs with). A
  * view that requires grad cannot be changed in place yet (EV_ESTATE). */

@@ -280,6 +280,13 @@ EV_API int ev_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, e
 EV_API int ev_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype,
                       ev_tensor **out);
 EV_API int ev_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
+/* The gradient of cumprod(x, dim) given grad (x's shape; floats): for each
+ * element, the sum over the later outputs of grad times the product of the
+ * other factors, computed in float64 by a running product from the front and
+ * a running sum from the back (no division, so exact when x holds zeros).
+ * x's shape and dtype. One instruction. */
+EV_API int ev_cumprod_backward(const ev_exec *ex, ev_tensor *x, ev_tensor *grad, int dim,
+                               ev_tensor **out);
 EV_API int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype);
 
 
@@ -501,6 +508,13 @@ EV_API const char *ev_reduction_name(int reduction);
  * target T is out of range for C classes (sample n)". */
 EV_API int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
                             int reduction, ev_tensor **out);
+/* Its gradient with respect to logits, in one instruction: (softmax(logits)
+ * - onehot(target)) times grad (shape (N,) for EV_REDUCTION_NONE, 0-d
+ * otherwise; divided by N for MEAN), each element computed in float64 and
+ * rounded once; the result has logits' shape and dtype, contiguous. Errors
+ * as ev_cross_entropy (and EV_EINVAL for grad's shape). */
+EV_API int ev_cross_entropy_backward(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
+                                     ev_tensor *grad, int reduction, ev_tensor **out);
 
 
 /* ---------------------------------------------------------- random numbers

@@ -55,7 +55,7 @@ typedef struct ev__ag_saved {
 } ev__ag_saved;
 
 #define EV__AG_MAX_SAVED 4
-#define EV__AG_ARG_SIZE 96
+#define EV__AG_ARG_SIZE 128
 /* Edges kept inside the node (more, for a cat of many, are allocated). */
 #define EV__AG_INLINE_NEXT 3
 #define EV__AG_CACHE_NODE EV__CACHE_UPPER_A

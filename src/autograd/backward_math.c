@@ -47,8 +47,18 @@ ev_tensor *ev__bw_const(ev__ag_ctx *c, double v, ev_tensor *like)
     if (c->rc || !like) {
         return NULL;
     }
+    ev_dtype dt = ev_tensor_dtype(like);
+    /* From host memory: a new storage filled during the call, so no
+     * instruction is issued for a constant. */
+    if (dt == EV_FLOAT32) {
+        float f = (float)v;
+        return ev__bw_keep(c, ev_from_host(&c->ex, dt, 0, NULL, &f, &out), &out);
+    }
+    if (dt == EV_FLOAT64) {
+        return ev__bw_keep(c, ev_from_host(&c->ex, dt, 0, NULL, &v, &out), &out);
+    }
     ev_scalar s = {.dtype = EV_FLOAT64, .v.f = v};
-    return ev__bw_keep(c, ev_full(&c->ex, ev_tensor_dtype(like), 0, NULL, s, &out), &out);
+    return ev__bw_keep(c, ev_full(&c->ex, dt, 0, NULL, s, &out), &out);
 }
 
 ev_tensor *ev__bw_where(ev__ag_ctx *c, ev_tensor *cond, ev_tensor *x, ev_tensor *y)

@@ -7,6 +7,8 @@
 
 #include "autograd/backward_math.h"
 
+_Static_assert(sizeof(ev__ag_reduce_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
+
 #define NEED(i) (c->node->next[(i)].node != NULL)
 #define OUT(i, e)                                  \
     do {                                           \
@@ -40,11 +42,13 @@ typedef struct op_grad {
 #define KIND_OF_D1(...) KIND_DIFF
 #define KIND_OF_D2(...) KIND_DIFF
 #define KIND_OF_DR(...) KIND_DIFF
+#define KIND_OF_FN(f) KIND_DIFF
 #define SAVES_OF_NONDIFF 0
 #define SAVES_OF_NOT_YET 0
 #define SAVES_OF_D1(saves, ...) SAVES_##saves
 #define SAVES_OF_D2(saves, ...) SAVES_##saves
 #define SAVES_OF_DR(saves, ...) SAVES_##saves
+#define SAVES_OF_FN(f) SAVES_X
 #define BODY_NONDIFF
 #define BODY_NOT_YET
 #define BODY_D1(saves, dx) OUT(0, dx);
@@ -52,6 +56,10 @@ typedef struct op_grad {
     OUT(0, dx);                \
     OUT(1, dy);
 #define BODY_DR(saves, dx) OUT(0, dx);
+/* A reduction row whose derivative is written by hand here. */
+#define BODY_FN(f) return f##_backward(c);
+
+static int prod_backward(ev__ag_ctx *c);
 
 /* The backward of each row, from its grad column. */
 #define EV_BINARY(ID, name, rule, inplace, doc, ref, domain, bench, grad) \
@@ -173,49 +181,43 @@ static int inplace_check(const char *op, ev_tensor *a)
     return 0;
 }
 
-/* Records a = fn(a, b) done in place: X (a before the op) is a copy made
- * before it, R is a after it. `run` does the op. */
-static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, ev_tensor *a,
-                          ev_tensor *b, int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *),
-                          int opcode)
+/* Records inputs[0] = fn(inputs) done in place by run(ex, ctx): X (the
+ * tensor before the op) is a copy made before it, Y is inputs[1] and R the
+ * tensor after it, as saves says. */
+static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, const char *op,
+                            int n, ev_tensor *const *inputs, const void *arg, size_t arg_size,
+                            int (*run)(const ev_exec *, void *), void *ctx)
 {
+    ev_tensor *a = inputs[0];
     int rc = inplace_check(op, a);
     if (rc) {
         return rc;
     }
-    if (g->kind == KIND_NOT_YET) {
-        return not_yet(op);
-    }
-    ev_tensor *inputs[2] = {a, b};
     ev_tensor *before = NULL;
-    if (g->saves & SAVE_X) {
-        rc = ev_contiguous(ex, a, &before);
-        if (!rc && before == a) {
-            ev_tensor_unref(before);
-            before = NULL;
-            rc = ev_empty(ex, ev_tensor_dtype(a), ev_tensor_ndim(a), ev_tensor_shape(a), &before);
-            rc = rc ? rc : ev_copy_(ex, before, a);
-        }
+    if (saves & SAVE_X) {
+        rc = ev_cast(ex, a, ev_tensor_dtype(a), &before);  /* always a copy */
         if (rc) {
-            ev_tensor_unref(before);
             return rc;
         }
     }
-    ev_ag_node *node = ev__ag_node_new(ex, &g->fn, b ? 2 : 1, inputs);
+    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs);
     if (!node) {
         ev_tensor_unref(before);
         return EV_ENOMEM;
+    }
+    if (arg) {
+        memcpy(node->arg, arg, arg_size);
     }
     if (before) {
         node->saved[0].t = before;
         node->saved[0].version = ev_tensor_version(before);
         node->n_saved = 1;
     }
-    if (!rc && b && (g->saves & SAVE_Y)) {
-        rc = ev__ag_save(node, 1, b, false);
+    if (n > 1 && (saves & SAVE_Y)) {
+        rc = ev__ag_save(node, 1, inputs[1], false);
     }
-    rc = rc ? rc : run(ex, opcode, a, b);
-    if (!rc && (g->saves & SAVE_R)) {
+    rc = rc ? rc : run(ex, ctx);
+    if (!rc && (saves & SAVE_R)) {
         rc = ev__ag_save(node, 2, a, true);
     }
     if (rc) {
@@ -223,6 +225,33 @@ static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, e
         return rc;
     }
     return ev__ag_set_output(node, a, false);
+}
+
+typedef struct op_call {
+    int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *);
+    int op;
+    ev_tensor *a, *b;
+} op_call;
+
+static int run_op_call(const ev_exec *ex, void *ctx)
+{
+    op_call *k = ctx;
+    return k->run(ex, k->op, k->a, k->b);
+}
+
+/* The in-place form of an elementwise row. */
+static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, ev_tensor *a,
+                          ev_tensor *b, int (*run)(const ev_exec *, int, ev_tensor *, ev_tensor *),
+                          int opcode)
+{
+    if (g->kind == KIND_NOT_YET) {
+        int rc = inplace_check(op, a);
+        return rc ? rc : not_yet(op);
+    }
+    ev_tensor *inputs[2] = {a, b};
+    op_call k = {run, opcode, a, b};
+    return record_inplace_n(ex, &g->fn, g->saves, op, b ? 2 : 1, inputs, NULL, 0, run_op_call,
+                            &k);
 }
 
 /* ------------------------------------------------------------ elementwise */
@@ -384,6 +413,7 @@ typedef struct dim_arg {
     int dim;
     int reduction;
 } dim_arg;
+_Static_assert(sizeof(dim_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
 
 static int softmax_backward(ev__ag_ctx *c)
 {
@@ -428,27 +458,16 @@ int ev_ag_log_softmax(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor **out)
 }
 
 /* d loss_n / d logits_n = softmax(logits_n) - onehot(target_n), times the
- * gradient of sample n's loss (g, g / N or g broadcast). */
+ * gradient of sample n's loss: one instruction of the ops layer. */
 static int cross_entropy_backward(ev__ag_ctx *c)
 {
     const dim_arg *a = (const dim_arg *)c->node->arg;
-    ev_tensor *logits = X, *target = Y;
-    ev_tensor *p = NULL, *hot = NULL;
-    if (logits) {
-        p = ev__bw_keep(c, ev_softmax(&c->ex, logits, 1, &p), &p);
+    ev_tensor *logits = X, *target = Y, *res = NULL;
+    if (logits && target && G) {
+        int rc = ev_cross_entropy_backward(&c->ex, logits, target, G, a->reduction, &res);
+        res = ev__bw_keep(c, rc, &res);
     }
-    if (target && logits) {
-        hot = ev__bw_keep(c, ev_one_hot(&c->ex, target, ev_tensor_shape(logits)[1], &hot), &hot);
-    }
-    ev_tensor *d = SUB(p, hot);
-    ev_tensor *g = G;
-    if (a->reduction == EV_REDUCTION_NONE && g) {
-        int64_t shape[2] = {ev_tensor_shape(g)[0], 1};
-        g = ev__bw_reshape(c, g, 2, shape);
-    } else if (a->reduction == EV_REDUCTION_MEAN && logits) {
-        g = DIV(g, K((double)ev_tensor_shape(logits)[0]));
-    }
-    OUT(0, MUL(d, g));
+    OUT(0, res);
     return c->rc;
 }
 static const ev__ag_fn cross_entropy_fn = {"cross_entropy_backward", cross_entropy_backward};
@@ -494,6 +513,16 @@ static ev_tensor *bw_unsqueeze(ev__ag_ctx *c, ev_tensor *t, int dim)
     return ev__bw_keep(c, ev_unsqueeze(t, dim, &out), &out);
 }
 
+/* A 2-d matrix stored column by column (a transposed view). */
+static bool is_transposed(const ev_tensor *t)
+{
+    if (ev_tensor_ndim(t) != 2) {
+        return false;
+    }
+    const int64_t *s = ev_tensor_strides(t), *n = ev_tensor_shape(t);
+    return s[0] == 1 && s[1] == n[0] && n[0] > 1 && n[1] > 1;
+}
+
 /* With a and b as matrices (a 1-d a as a row, a 1-d b as a column, the
  * gradient shaped to match): da = g b^T, db = a^T g, each summed back over
  * broadcast batch dimensions. */
@@ -515,14 +544,21 @@ static int matmul_backward(ev__ag_ctx *c)
     } else if (b1) {
         gm = bw_unsqueeze(c, g, -1);
     }
-    if (NEED(0)) {
+    if (NEED(0) && is_transposed(a)) {
+        /* da in a's layout: (b gm^T)^T, so it goes on without a copy. */
+        OUT(0, bw_transpose(c, bw_matmul(c, bm, bw_transpose(c, gm))));
+    } else if (NEED(0)) {
         ev_tensor *da = bw_matmul(c, gm, bw_transpose(c, bm));
         if (da) {
             da = ev__bw_sum_to(c, da, ev_tensor_ndim(am), ev_tensor_shape(am));
         }
         OUT(0, ev__bw_reshape(c, da, ev_tensor_ndim(a), ev_tensor_shape(a)));
     }
-    if (NEED(1)) {
+    if (NEED(1) && is_transposed(b)) {
+        /* db in b's layout (x @ w.T: the weight's gradient comes out of the
+         * transpose's backward contiguous, and .grad takes it as it is). */
+        OUT(1, bw_transpose(c, bw_matmul(c, bw_transpose(c, gm), am)));
+    } else if (NEED(1)) {
         ev_tensor *db = bw_matmul(c, bw_transpose(c, am), gm);
         if (db) {
             db = ev__bw_sum_to(c, db, ev_tensor_ndim(bm), ev_tensor_shape(bm));
@@ -549,6 +585,7 @@ typedef struct clamp_arg {
     bool has_min, has_max;
     ev_scalar min, max;
 } clamp_arg;
+_Static_assert(sizeof(clamp_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
 
 /* The gradient passes where min <= x <= max (NaN bounds pass nothing). */
 static int clamp_backward(ev__ag_ctx *c)
@@ -642,6 +679,7 @@ typedef struct cat_arg {
     int dim;
     bool new_dim;
 } cat_arg;
+_Static_assert(sizeof(cat_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
 
 static int cat_backward(ev__ag_ctx *c)
 {
@@ -677,6 +715,7 @@ int ev_ag_cat(const ev_exec *ex, ev_tensor *const *tensors, int n, int dim, int 
 typedef struct index_arg {
     int dim;
 } index_arg;
+_Static_assert(sizeof(index_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
 
 /* zeros of x's shape with g added at index along dim (repeats add up). */
 static int index_select_backward(ev__ag_ctx *c)
@@ -752,6 +791,7 @@ typedef struct view_arg {
     int dim;                     /* slice */
     int64_t start, stop, step;
 } view_arg;
+_Static_assert(sizeof(view_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
 
 enum { VIEW_RESHAPE, VIEW_PERMUTE, VIEW_EXPAND, VIEW_SLICE };
 
@@ -880,4 +920,560 @@ int ev_ag_slice(const ev_exec *ex, ev_tensor *x, int dim, int64_t start, int64_t
     view_arg a = {.kind = VIEW_SLICE, .dim = dim < 0 ? dim + nd : dim, .start = start,
                   .stop = stop, .step = step};
     return record_view(ex, x, ev_slice(x, dim, start, stop, step, out), &a, out);
+}
+
+/* --------------------------------------------- reorderings, scans, sorts */
+
+typedef struct reorder_arg {
+    int ndims;
+    int dims[EV_MAX_DIMS];
+    int64_t shifts[EV_MAX_DIMS];
+    int64_t diagonal;
+    bool upper;
+} reorder_arg;
+_Static_assert(sizeof(reorder_arg) <= EV__AG_ARG_SIZE, "a node keeps its arguments inline");
+
+static int flip_backward(ev__ag_ctx *c)
+{
+    const reorder_arg *a = (const reorder_arg *)c->node->arg;
+    ev_tensor *res = NULL;
+    if (G) {
+        int rc = ev_flip(&c->ex, G, a->ndims, a->dims, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn flip_fn = {"flip_backward", flip_backward};
+
+int ev_ag_flip(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, ev_tensor **out)
+{
+    int rc = ev_flip(ex, x, ndims, dims, out);
+    if (rc || !any_tracks(1, &x) || ndims > EV_MAX_DIMS) {
+        return rc;
+    }
+    reorder_arg a = {.ndims = ndims};
+    memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    return record(ex, &flip_fn, 1, &x, 0, &a, sizeof a, out);
+}
+
+/* The gradient rolls back by the opposite shifts. */
+static int roll_backward(ev__ag_ctx *c)
+{
+    const reorder_arg *a = (const reorder_arg *)c->node->arg;
+    int64_t back[EV_MAX_DIMS];
+    int n = a->ndims ? a->ndims : 1;
+    for (int i = 0; i < n; i++) {
+        back[i] = -a->shifts[i];
+    }
+    ev_tensor *res = NULL;
+    if (G) {
+        int rc = ev_roll(&c->ex, G, n, back, a->ndims, a->dims, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn roll_fn = {"roll_backward", roll_backward};
+
+int ev_ag_roll(const ev_exec *ex, ev_tensor *x, int nshifts, const int64_t *shifts, int ndims,
+               const int *dims, ev_tensor **out)
+{
+    int rc = ev_roll(ex, x, nshifts, shifts, ndims, dims, out);
+    if (rc || !any_tracks(1, &x) || nshifts > EV_MAX_DIMS) {
+        return rc;
+    }
+    reorder_arg a = {.ndims = ndims};
+    memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    memcpy(a.shifts, shifts, sizeof(int64_t) * (size_t)nshifts);
+    return record(ex, &roll_fn, 1, &x, 0, &a, sizeof a, out);
+}
+
+static int tri_backward(ev__ag_ctx *c)
+{
+    const reorder_arg *a = (const reorder_arg *)c->node->arg;
+    ev_tensor *res = NULL;
+    if (G) {
+        int rc = a->upper ? ev_triu(&c->ex, G, a->diagonal, &res)
+                          : ev_tril(&c->ex, G, a->diagonal, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn tril_fn = {"tril_backward", tri_backward};
+static const ev__ag_fn triu_fn = {"triu_backward", tri_backward};
+
+int ev_ag_tri(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper, ev_tensor **out)
+{
+    int rc = upper ? ev_triu(ex, x, diagonal, out) : ev_tril(ex, x, diagonal, out);
+    if (rc || !any_tracks(1, &x)) {
+        return rc;
+    }
+    reorder_arg a = {.diagonal = diagonal, .upper = upper != 0};
+    return record(ex, upper ? &triu_fn : &tril_fn, 1, &x, 0, &a, sizeof a, out);
+}
+
+/* take: the gradient added into zeros of x's size at the (wrapped) flat
+ * indices, repeats adding up. */
+static int take_backward(ev__ag_ctx *c)
+{
+    const ev__ag_input *in = &c->node->inputs[0];
+    ev_tensor *index = ev__bw_saved(c, 1), *g = G;
+    if (!index || !g) {
+        return c->rc;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < in->ndim; i++) {
+        numel *= in->shape[i];
+    }
+    int64_t flat = ev_tensor_numel(index);
+    ev_tensor *idx = ev__bw_reshape(c, index, 1, &flat);
+    ev_tensor *zero = NULL, *n = NULL, *neg, *wrapped, *z = NULL, *res = NULL;
+    int rc = ev_full(&c->ex, ev_tensor_dtype(index), 0, NULL, ev_scalar_int(0), &zero);
+    zero = ev__bw_keep(c, rc, &zero);
+    rc = ev_full(&c->ex, ev_tensor_dtype(index), 0, NULL, ev_scalar_int(numel), &n);
+    n = ev__bw_keep(c, rc, &n);
+    neg = ev__bw_binary(c, EV_OP_LT, idx, zero);
+    wrapped = WHERE(neg, ADD(idx, n), idx);
+    if (!c->rc) {
+        rc = ev_zeros(&c->ex, in->dtype, 1, &numel, &z);
+        z = ev__bw_keep(c, rc, &z);
+    }
+    ev_tensor *gf = ev__bw_reshape(c, g, 1, &flat);
+    if (z && wrapped && gf) {
+        rc = ev_scatter_add(&c->ex, z, 0, wrapped, gf, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, ev__bw_reshape(c, res, in->ndim, in->shape));
+    return c->rc;
+}
+static const ev__ag_fn take_fn = {"take_backward", take_backward};
+
+int ev_ag_take(const ev_exec *ex, ev_tensor *x, ev_tensor *index, ev_tensor **out)
+{
+    int rc = ev_take(ex, x, index, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    ev_tensor *in[2] = {x, index};
+    return record(ex, &take_fn, 2, in, SAVES_Y, NULL, 0, out);
+}
+
+/* scatter_add(x, dim, index, src): dx = g, dsrc = g gathered at index. */
+static int scatter_add_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    OUT(0, G);
+    if (NEED(2)) {
+        ev_tensor *index = ev__bw_saved(c, 1), *res = NULL;
+        if (index && G) {
+            int rc = ev_gather(&c->ex, G, dim, index, &res);
+            res = ev__bw_keep(c, rc, &res);
+        }
+        OUT(2, res);
+    }
+    return c->rc;
+}
+static const ev__ag_fn scatter_add_fn = {"scatter_add_backward", scatter_add_backward};
+
+int ev_ag_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index, ev_tensor *src,
+                      ev_tensor **out)
+{
+    int rc = ev_scatter_add(ex, x, dim, index, src, out);
+    ev_tensor *in[3] = {x, index, src};
+    if (rc || !any_tracks(3, in) || !is_float(*out)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    return record(ex, &scatter_add_fn, 3, in, SAVES_Y, &a, sizeof a, out);
+}
+
+/* cumsum: the gradient summed from the end: flip(cumsum(flip(g))). */
+static int cumsum_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *f = NULL, *s = NULL, *res = NULL;
+    if (G && c->node->inputs[0].ndim > 0) {
+        int rc = ev_flip(&c->ex, G, 1, &dim, &f);
+        f = ev__bw_keep(c, rc, &f);
+        if (f) {
+            rc = ev_cumsum(&c->ex, f, dim, EV_DTYPE_NONE, &s);
+            s = ev__bw_keep(c, rc, &s);
+        }
+        if (s) {
+            rc = ev_flip(&c->ex, s, 1, &dim, &res);
+            res = ev__bw_keep(c, rc, &res);
+        }
+    } else {
+        res = G;
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn cumsum_fn = {"cumsum_backward", cumsum_backward};
+
+int ev_ag_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_tensor **out)
+{
+    int rc = ev_cumsum(ex, x, dim, dtype, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    return record(ex, &cumsum_fn, 1, &x, 0, &a, sizeof a, out);
+}
+
+/* sort and topk: the values' gradient goes back to where each value came
+ * from (the indices output, saved). */
+static int sort_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *index = ev__bw_saved(c, 1), *z = ev__bw_zeros_input(c, 0), *res = NULL;
+    if (index && z && G) {
+        int rc = c->node->inputs[0].ndim == 0 ? ev_binary(&c->ex, EV_OP_ADD, z, G, &res)
+                                               : ev_scatter_add(&c->ex, z, dim, index, G, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn sort_fn = {"sort_backward", sort_backward};
+static const ev__ag_fn topk_fn = {"topk_backward", sort_backward};
+
+static int record_sorted(const ev_exec *ex, const ev__ag_fn *fn, ev_tensor *x, int dim,
+                         ev_tensor *indices, ev_tensor **values)
+{
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    ev_tensor *in[2] = {x, indices};
+    return record(ex, fn, 2, in, SAVES_Y, &a, sizeof a, values);
+}
+
+int ev_ag_sort(const ev_exec *ex, ev_tensor *x, int dim, int descending, int stable,
+               ev_tensor **values, ev_tensor **indices)
+{
+    int rc = ev_sort(ex, x, dim, descending, stable, values, indices);
+    if (rc || !any_tracks(1, &x) || !is_float(*values)) {
+        return rc;
+    }
+    rc = record_sorted(ex, &sort_fn, x, dim, *indices, values);
+    if (rc) {
+        ev_tensor_unref(*indices);
+        *indices = NULL;
+    }
+    return rc;
+}
+
+int ev_ag_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int largest, int sorted,
+               ev_tensor **values, ev_tensor **indices)
+{
+    int rc = ev_topk(ex, x, k, dim, largest, sorted, values, indices);
+    if (rc || !any_tracks(1, &x) || !is_float(*values)) {
+        return rc;
+    }
+    rc = record_sorted(ex, &topk_fn, x, dim, *indices, values);
+    if (rc) {
+        ev_tensor_unref(*indices);
+        *indices = NULL;
+    }
+    return rc;
+}
+
+/* prod: d/dx_i = g * (the product of the other elements), as the product
+ * of those before i times those after it (exclusive cumulative products
+ * from each end), so zeros among the inputs are exact. The reduced
+ * dimensions are moved last and flattened: lines of N elements. */
+static ev_tensor *bw_cat2(ev__ag_ctx *c, ev_tensor *a, ev_tensor *b)
+{
+    ev_tensor *both[2] = {a, b}, *out = NULL;
+    if (c->rc || !a || !b) {
+        return NULL;
+    }
+    int rc = ev_cat(&c->ex, both, 2, 1, &out);
+    return ev__bw_keep(c, rc, &out);
+}
+
+static ev_tensor *bw_cols(ev__ag_ctx *c, ev_tensor *t, int64_t lo, int64_t hi)
+{
+    ev_tensor *out = NULL;
+    if (c->rc || !t) {
+        return NULL;
+    }
+    int rc = ev_slice(t, 1, lo, hi, 1, &out);
+    return ev__bw_keep(c, rc, &out);
+}
+
+static ev_tensor *bw_scan(ev__ag_ctx *c, ev_tensor *t, bool reverse)
+{
+    ev_tensor *f = NULL, *s = NULL, *out = NULL;
+    int dim = 1, rc;
+    if (c->rc || !t) {
+        return NULL;
+    }
+    if (reverse) {
+        rc = ev_flip(&c->ex, t, 1, &dim, &f);
+        t = f = ev__bw_keep(c, rc, &f);
+        if (!t) {
+            return NULL;
+        }
+    }
+    rc = ev_cumprod(&c->ex, t, 1, EV_DTYPE_NONE, &s);
+    s = ev__bw_keep(c, rc, &s);
+    if (!reverse || !s) {
+        return s;
+    }
+    rc = ev_flip(&c->ex, s, 1, &dim, &out);
+    return ev__bw_keep(c, rc, &out);
+}
+
+static int prod_backward(ev__ag_ctx *c)
+{
+    const ev__ag_reduce_arg *a = (const ev__ag_reduce_arg *)c->node->arg;
+    const ev__ag_input *in = &c->node->inputs[0];
+    ev_tensor *x = X;
+    if (!x || !G) {
+        return c->rc;
+    }
+    if (in->ndim == 0 || a->ndims == 0) {
+        OUT(0, G);
+        return c->rc;
+    }
+    int perm[EV_MAX_DIMS], inv[EV_MAX_DIMS], k = 0;
+    int64_t m = 1, n = 1, pshape[EV_MAX_DIMS];
+    bool reduced[EV_MAX_DIMS] = {false};
+    for (int i = 0; i < a->ndims; i++) {
+        reduced[a->dims[i]] = true;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < in->ndim; i++) {
+            if (reduced[i] == (pass == 1)) {
+                perm[k] = i;
+                pshape[k++] = in->shape[i];
+                *(pass ? &n : &m) *= in->shape[i];
+            }
+        }
+    }
+    for (int i = 0; i < in->ndim; i++) {
+        inv[perm[i]] = i;
+    }
+    if (n == 0 || m == 0) {
+        OUT(0, ev__bw_zeros_input(c, 0));
+        return c->rc;
+    }
+    ev_tensor *xp = NULL;
+    int rc = ev_permute(x, perm, &xp);
+    xp = ev__bw_keep(c, rc, &xp);
+    int64_t lines[2] = {m, n}, col[2] = {m, 1};
+    ev_tensor *x2 = ev__bw_reshape(c, xp, 2, lines), *ones = NULL;
+    rc = ev_ones(&c->ex, in->dtype, 2, col, &ones);
+    ones = ev__bw_keep(c, rc, &ones);
+    ev_tensor *before = bw_scan(c, bw_cat2(c, ones, bw_cols(c, x2, 0, n - 1)), false);
+    ev_tensor *after = bw_scan(c, bw_cat2(c, bw_cols(c, x2, 1, n), ones), true);
+    ev_tensor *g2 = ev__bw_reshape(c, G, 2, col);
+    ev_tensor *d = MUL(MUL(before, after), g2);
+    ev_tensor *dp = ev__bw_reshape(c, d, in->ndim, pshape), *res = NULL;
+    if (dp) {
+        rc = ev_permute(dp, inv, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+
+/* ------------------------------------------------------- in-place forms */
+
+typedef struct inplace_call {
+    int kind;
+    ev_tensor *x, *src, *index;
+    int dim;
+    int64_t diagonal;
+    const ev_scalar *min, *max;
+    ev_scalar value;
+    ev_dtype dtype;
+} inplace_call;
+
+enum { IP_COPY, IP_FILL, IP_CLAMP, IP_SCATTER_ADD, IP_TRI, IP_TRIU, IP_CUMSUM };
+
+static int run_inplace(const ev_exec *ex, void *ctx)
+{
+    inplace_call *k = ctx;
+    switch (k->kind) {
+    case IP_COPY:
+        return ev_copy_(ex, k->x, k->src);
+    case IP_FILL:
+        return ev_fill_(ex, k->x, k->value);
+    case IP_CLAMP:
+        return ev_clamp_(ex, k->x, k->min, k->max);
+    case IP_SCATTER_ADD:
+        return ev_scatter_add_(ex, k->x, k->dim, k->index, k->src);
+    case IP_TRI:
+        return ev_tril_(ex, k->x, k->diagonal);
+    case IP_TRIU:
+        return ev_triu_(ex, k->x, k->diagonal);
+    default:
+        return ev_cumsum_(ex, k->x, k->dim, k->dtype);
+    }
+}
+
+/* copy_: the old values are gone (no gradient); src's gradient is g, summed
+ * over the broadcast and cast back by the layer. fill_: nothing flows. */
+static int copy_into_backward(ev__ag_ctx *c)
+{
+    if (c->node->n_next > 1) {
+        OUT(1, G);
+    }
+    return c->rc;
+}
+static const ev__ag_fn copy_into_fn = {"copy__backward", copy_into_backward};
+static const ev__ag_fn fill_fn = {"fill__backward", copy_into_backward};
+
+int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src)
+{
+    ev_tensor *in[2] = {dst, src};
+    if (!dst || !src || !any_tracks(2, in) || !is_float(dst)) {
+        return ev_copy_(ex, dst, src);
+    }
+    inplace_call k = {.kind = IP_COPY, .x = dst, .src = src};
+    return record_inplace_n(ex, &copy_into_fn, 0, "copy_", 2, in, NULL, 0, run_inplace, &k);
+}
+
+int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
+{
+    if (!t || !any_tracks(1, &t) || !is_float(t)) {
+        return ev_fill_(ex, t, value);
+    }
+    inplace_call k = {.kind = IP_FILL, .x = t, .value = value};
+    return record_inplace_n(ex, &fill_fn, 0, "fill_", 1, &t, NULL, 0, run_inplace, &k);
+}
+
+int ev_ag_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min, const ev_scalar *max)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_clamp_(ex, x, min, max);
+    }
+    clamp_arg a = {min != NULL, max != NULL, {0}, {0}};
+    if (min) {
+        a.min = *min;
+    }
+    if (max) {
+        a.max = *max;
+    }
+    inplace_call k = {.kind = IP_CLAMP, .x = x, .min = min, .max = max};
+    return record_inplace_n(ex, &clamp_fn, SAVES_X, "clamp_", 1, &x, &a, sizeof a, run_inplace,
+                            &k);
+}
+
+int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,
+                       ev_tensor *src)
+{
+    ev_tensor *in[3] = {x, index, src};
+    if (!x || !index || !src || !any_tracks(3, in) || !is_float(x)) {
+        return ev_scatter_add_(ex, x, dim, index, src);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    inplace_call k = {.kind = IP_SCATTER_ADD, .x = x, .dim = dim, .index = index, .src = src};
+    return record_inplace_n(ex, &scatter_add_fn, SAVES_Y, "scatter_add_", 3, in, &a, sizeof a,
+                            run_inplace, &k);
+}
+
+int ev_ag_tri_(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return upper ? ev_triu_(ex, x, diagonal) : ev_tril_(ex, x, diagonal);
+    }
+    reorder_arg a = {.diagonal = diagonal, .upper = upper != 0};
+    inplace_call k = {.kind = upper ? IP_TRIU : IP_TRI, .x = x, .diagonal = diagonal};
+    return record_inplace_n(ex, upper ? &triu_fn : &tril_fn, 0, upper ? "triu_" : "tril_", 1, &x,
+                            &a, sizeof a, run_inplace, &k);
+}
+
+int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_cumsum_(ex, x, dim, dtype);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    inplace_call k = {.kind = IP_CUMSUM, .x = x, .dim = dim, .dtype = dtype};
+    return record_inplace_n(ex, &cumsum_fn, 0, "cumsum_", 1, &x, &a, sizeof a, run_inplace, &k);
+}
+
+/* cumprod: one instruction of the ops layer (exact with zeros). */
+static int cumprod_backward(ev__ag_ctx *c)
+{
+    int dim = ((const index_arg *)c->node->arg)->dim;
+    ev_tensor *x = X, *res = NULL;
+    if (x && G) {
+        int rc = ev_cumprod_backward(&c->ex, x, G, dim, &res);
+        res = ev__bw_keep(c, rc, &res);
+    }
+    OUT(0, res);
+    return c->rc;
+}
+static const ev__ag_fn cumprod_fn = {"cumprod_backward", cumprod_backward};
+
+int ev_ag_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_tensor **out)
+{
+    int rc = ev_cumprod(ex, x, dim, dtype, out);
+    if (rc || !any_tracks(1, &x) || !is_float(*out)) {
+        return rc;
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    return record(ex, &cumprod_fn, 1, &x, SAVES_X, &a, sizeof a, out);
+}
+
+typedef struct cumprod_call {
+    ev_tensor *x;
+    int dim;
+    ev_dtype dtype;
+} cumprod_call;
+
+static int run_cumprod_(const ev_exec *ex, void *ctx)
+{
+    cumprod_call *k = ctx;
+    return ev_cumprod_(ex, k->x, k->dim, k->dtype);
+}
+
+int ev_ag_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
+{
+    if (!x || !any_tracks(1, &x) || !is_float(x)) {
+        return ev_cumprod_(ex, x, dim, dtype);
+    }
+    int nd = ev_tensor_ndim(x);
+    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    cumprod_call k = {x, dim, dtype};
+    return record_inplace_n(ex, &cumprod_fn, SAVES_X, "cumprod_", 1, &x, &a, sizeof a,
+                            run_cumprod_, &k);
+}
+
+/* uniform_, normal_: the old values are overwritten (nothing flows back). */
+typedef struct random_call {
+    ev_generator *gen;
+    ev_tensor *t;
+    double p0, p1;
+    bool normal;
+} random_call;
+
+static int run_random_(const ev_exec *ex, void *ctx)
+{
+    random_call *k = ctx;
+    return k->normal ? ev_normal_(ex, k->gen, k->t, k->p0, k->p1)
+                     : ev_uniform_(ex, k->gen, k->t, k->p0, k->p1);
+}
+static const ev__ag_fn uniform_fn = {"uniform__backward", copy_into_backward};
+static const ev__ag_fn normal_fn = {"normal__backward", copy_into_backward};
+
+int ev_ag_random_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double p0, double p1,
+                  int normal)
+{
+    random_call k = {gen, t, p0, p1, normal != 0};
+    if (!t || !any_tracks(1, &t) || !is_float(t)) {
+        return run_random_(ex, &k);
+    }
+    return record_inplace_n(ex, normal ? &normal_fn : &uniform_fn, 0,
+                            normal ? "normal_" : "uniform_", 1, &t, NULL, 0, run_random_, &k);
 }

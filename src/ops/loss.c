@@ -378,3 +378,140 @@ int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target, in
     *out = dst;
     return 0;
 }
+
+/* ------------------------------------------- the gradient of cross_entropy */
+
+typedef struct xent_bw_arg {
+    ev_tensor *logits, *target, *grad, *out; /* referenced */
+    int reduction;
+} xent_bw_arg;
+_Static_assert(sizeof(xent_bw_arg) <= EV_INLINE_ARG_SIZE, "xent_bw_arg must travel inline");
+
+static void xent_bw_drop(void *p)
+{
+    xent_bw_arg *a = p;
+    ev_tensor_unref(a->logits);
+    ev_tensor_unref(a->target);
+    ev_tensor_unref(a->grad);
+    ev_tensor_unref(a->out);
+}
+
+typedef struct xent_bw_job {
+    const xent_bw_arg *a;
+    _Atomic int64_t bad;
+} xent_bw_job;
+
+/* Rows [lo, hi): out = (softmax(x) - onehot(t)) * scale, the softmax as
+ * exp(x - m) / sum in float64 (m the row max), rounded once per element. */
+static void xent_bw_rows(int64_t lo, int64_t hi, void *p)
+{
+    xent_bw_job *j = p;
+    const xent_bw_arg *a = j->a;
+    const ev_tensor *x = a->logits, *t = a->target, *g = a->grad, *o = a->out;
+    int64_t n = x->shape[0], c = x->shape[1];
+    int64_t xsz = (int64_t)ev__dsize(x->dtype), tsz = (int64_t)ev__dsize(t->dtype);
+    int64_t rs = x->strides[0] * xsz, cs = x->strides[1] * xsz, ts = t->strides[0] * tsz;
+    int64_t gs = g->ndim ? g->strides[0] * (int64_t)ev__dsize(g->dtype) : 0;
+    const char *X = ev__tensor_ptr(x), *T = ev__tensor_ptr(t), *Gp = ev__tensor_ptr(g);
+    char *O = ev__tensor_ptr(o);
+    int dense = x->dtype == EV_FLOAT32 && (cs == xsz || c == 1);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t k = load_index(T + i * ts, t->dtype);
+        if (k < 0 || k >= c) {
+            int64_t cur = atomic_load(&j->bad);
+            while (i < cur && !atomic_compare_exchange_weak(&j->bad, &cur, i)) {
+            }
+            return;
+        }
+        double scale = load_float(Gp + i * gs, g->dtype);
+        if (a->reduction == EV_REDUCTION_MEAN) {
+            scale /= (double)n;
+        }
+        const char *row = X + i * rs;
+        char *orow = O + i * c * xsz;
+        if (dense) {
+            const float *xr = (const float *)row;
+            float *orf = (float *)orow;
+            double lse = lse_row_f32(xr, c);
+            for (int64_t q = 0; q < c; q++) {
+                orf[q] = (float)(exp((double)xr[q] - lse) * scale);
+            }
+            orf[k] = (float)((exp((double)xr[k] - lse) - 1.0) * scale);
+        } else {
+            double lse = lse_row_any(row, c, cs, x->dtype);
+            for (int64_t q = 0; q < c; q++) {
+                double v = (exp(load_float(row + q * cs, x->dtype) - lse) - (q == k)) * scale;
+                ev__cast_strided(orow + q * xsz, o->dtype, 0, &v, EV_FLOAT64, 0, 1);
+            }
+        }
+    }
+}
+
+static int xent_bw_kernel(void *p, ev_kctx *kc)
+{
+    xent_bw_arg *a = p;
+    const ev_tensor *x = a->logits, *t = a->target;
+    int64_t n = x->shape[0], c = x->shape[1];
+    xent_bw_job j = {a, INT64_MAX};
+    ev__parallel_for(n, (EV__PARALLEL_GRAIN / 8 + c) / (c + 1), xent_bw_rows, &j);
+    int64_t bad = atomic_load(&j.bad);
+    if (bad != INT64_MAX) {
+        int64_t tsz = (int64_t)ev__dsize(t->dtype);
+        int64_t k = load_index(ev__tensor_ptr(t) + bad * t->strides[0] * tsz, t->dtype);
+        return ev_kctx_fail(kc, EV_EINDEX, "cross_entropy backward: target %lld is out of "
+                            "range for %lld classes (sample %lld)", (long long)k,
+                            (long long)c, (long long)bad);
+    }
+    return 0;
+}
+
+int ev_cross_entropy_backward(const ev_exec *ex, ev_tensor *logits, ev_tensor *target,
+                              ev_tensor *grad, int reduction, ev_tensor **out)
+{
+    const char *name = "cross_entropy_backward";
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "logits", logits)) ||
+        (rc = ev__check_tensor(name, "target", target)) ||
+        (rc = ev__check_tensor(name, "grad", grad))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    if (reduction < 0 || reduction >= EV_REDUCTION_COUNT) {
+        return ev__set_message(EV_EINVAL, "%s: invalid reduction %d (expected none, mean or "
+                               "sum)", name, reduction);
+    }
+    if (!ev_dtype_is_float(logits->dtype) || !ev_dtype_is_float(grad->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: logits and grad must be float32 or float64, not "
+                               "%s and %s", name, ev_dtype_name(logits->dtype),
+                               ev_dtype_name(grad->dtype));
+    }
+    if ((rc = check_class_index(name, "target", target))) {
+        return rc;
+    }
+    int none = reduction == EV_REDUCTION_NONE;
+    if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0] ||
+        grad->ndim != (none ? 1 : 0) || (none && grad->shape[0] != logits->shape[0])) {
+        char sl[EV__SHAPE_STR_SIZE], st[EV__SHAPE_STR_SIZE], sg[EV__SHAPE_STR_SIZE];
+        ev__shape_str(logits->ndim, logits->shape, sl, sizeof sl);
+        ev__shape_str(target->ndim, target->shape, st, sizeof st);
+        ev__shape_str(grad->ndim, grad->shape, sg, sizeof sg);
+        return ev__set_message(EV_EINVAL, "%s: expected logits (N, C), target (N,) and grad %s, "
+                               "got %s, %s and %s", name, none ? "(N,)" : "0-d", sl, st, sg);
+    }
+    ev_tensor *dst;
+    if ((rc = ev__tensor_new(name, ex, logits->dtype, 2, logits->shape, &dst))) {
+        return rc;
+    }
+    xent_bw_arg a = {ev_tensor_ref(logits), ev_tensor_ref(target), ev_tensor_ref(grad),
+                     ev_tensor_ref(dst), reduction};
+    ev_tensor *reads[3] = {a.logits, a.target, a.grad};
+    rc = ev__submit(ex, name, xent_bw_kernel, &a, sizeof a, xent_bw_drop, reads, 3, &a.out, 1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}

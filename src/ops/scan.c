@@ -195,3 +195,125 @@ int ev_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
 {
     return scan(ex, "cumprod_", x, dim, dtype, 1, 1, NULL);
 }
+
+/* ------------------------------------------------ the gradient of cumprod */
+
+typedef struct cumprod_bw_arg {
+    ev_tensor *x, *g, *out; /* referenced */
+    int dim;
+} cumprod_bw_arg;
+_Static_assert(sizeof(cumprod_bw_arg) <= EV_INLINE_ARG_SIZE, "must travel inline");
+
+static void cumprod_bw_drop(void *p)
+{
+    cumprod_bw_arg *a = p;
+    ev_tensor_unref(a->x);
+    ev_tensor_unref(a->g);
+    ev_tensor_unref(a->out);
+}
+
+typedef struct cumprod_bw_job {
+    const cumprod_bw_arg *a;
+    ev__lines lines; /* operands x, g, out */
+    atomic_int failed;
+} cumprod_bw_job;
+
+/* d/dx_k of sum_i g_i out_i is P_k S_k, with P_k = x_0 ... x_{k-1} and S_k =
+ * g_k + x_{k+1} S_{k+1}: no division, so exact when x holds zeros. */
+static void cumprod_bw_lines(int64_t lo, int64_t hi, void *p)
+{
+    cumprod_bw_job *j = p;
+    const ev__lines *l = &j->lines;
+    int64_t len = l->len[0];
+    double *buf = ev__malloc(sizeof(double) * (size_t)(3 * len));
+    if (!buf) {
+        atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
+        return;
+    }
+    double *x = buf, *g = buf + len, *r = buf + 2 * len;
+    int64_t idx[EV_MAX_DIMS], off[3];
+    ev__lines_seek(l, lo, idx, off);
+    for (int64_t line = lo; line < hi; line++) {
+        ev__cast_strided(x, EV_FLOAT64, sizeof(double), l->data[0] + off[0], j->a->x->dtype,
+                         l->step[0], len);
+        ev__cast_strided(g, EV_FLOAT64, sizeof(double), l->data[1] + off[1], j->a->g->dtype,
+                         l->step[1], len);
+        double s = 0;
+        for (int64_t k = len - 1; k >= 0; k--) {
+            s = g[k] + (k + 1 < len ? x[k + 1] * s : 0);
+            r[k] = s;
+        }
+        double pre = 1;
+        for (int64_t k = 0; k < len; k++) {
+            r[k] *= pre;
+            pre *= x[k];
+        }
+        ev__cast_strided(l->data[2] + off[2], j->a->out->dtype, l->step[2], r, EV_FLOAT64,
+                         sizeof(double), len);
+        ev__lines_next(l, idx, off);
+    }
+    ev__free(buf);
+}
+
+static int cumprod_bw_kernel(void *p, ev_kctx *kc)
+{
+    cumprod_bw_arg *a = p;
+    cumprod_bw_job j;
+    ev_tensor *ops[3] = {a->x, a->g, a->out};
+    ev__lines_init(&j.lines, 3, ops, a->dim);
+    j.a = a;
+    atomic_init(&j.failed, 0);
+    int64_t len = j.lines.len[0];
+    if (j.lines.count == 0 || len == 0) {
+        return 0;
+    }
+    ev__parallel_for(j.lines.count, EV__PARALLEL_GRAIN / len + 1, cumprod_bw_lines, &j);
+    if (atomic_load_explicit(&j.failed, memory_order_relaxed)) {
+        return ev_kctx_fail(kc, EV_ENOMEM, "cumprod_backward: cannot allocate a buffer for a "
+                            "line of %lld elements", (long long)len);
+    }
+    return 0;
+}
+
+int ev_cumprod_backward(const ev_exec *ex, ev_tensor *x, ev_tensor *grad, int dim,
+                        ev_tensor **out)
+{
+    const char *name = "cumprod_backward";
+    int rc, d;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "x", x)) ||
+        (rc = ev__check_tensor(name, "grad", grad))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    if (!ev_dtype_is_float(x->dtype) || !ev_dtype_is_float(grad->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: x and grad must be floats, not %s and %s", name,
+                               ev_dtype_name(x->dtype), ev_dtype_name(grad->dtype));
+    }
+    if (grad->ndim != x->ndim ||
+        memcmp(grad->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+        char sx[EV__SHAPE_STR_SIZE], sg[EV__SHAPE_STR_SIZE];
+        ev__shape_str(x->ndim, x->shape, sx, sizeof sx);
+        ev__shape_str(grad->ndim, grad->shape, sg, sizeof sg);
+        return ev__set_message(EV_EINVAL, "%s: grad has shape %s, x %s (they must match)",
+                               name, sg, sx);
+    }
+    if ((rc = ev__norm_dim0(name, dim, x, &d))) {
+        return rc;
+    }
+    ev_tensor *dst;
+    if ((rc = ev__tensor_new(name, ex, x->dtype, x->ndim, x->shape, &dst))) {
+        return rc;
+    }
+    cumprod_bw_arg a = {ev_tensor_ref(x), ev_tensor_ref(grad), ev_tensor_ref(dst), d};
+    ev_tensor *reads[2] = {a.x, a.g};
+    rc = ev__submit(ex, name, cumprod_bw_kernel, &a, sizeof a, cumprod_bw_drop, reads, 2, &a.out,
+                    1);
+    if (rc) {
+        ev_tensor_unref(dst);
+        return rc;
+    }
+    *out = dst;
+    return 0;
+}

@@ -256,7 +256,8 @@ static int mask_to_index(ev_tensor *base, ev_tensor *mask, int dim, int must_vie
             shape[od++] = bs[i];
         }
     }
-    rc = must_view ? ev_view(base, od, shape, merged) : ev_reshape(&ex, base, od, shape, merged);
+    rc = must_view ? ev_view(base, od, shape, merged)
+                   : ev_ag_reshape(&ex, base, od, shape, merged);
     if (rc) {
         ev_tensor_unref(*index);
         if (must_view) {
@@ -318,7 +319,7 @@ PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key)
             adv_clear(&k);
             return NULL;
         }
-        rc = ev_index_select(&ex, merged, k.dim, index, &out);
+        rc = ev_ag_index_select(&ex, merged, k.dim, index, &out);
         ev_tensor_unref(merged);
         ev_tensor_unref(index);
     } else {
@@ -334,7 +335,7 @@ PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key)
         ev_tensor *flat = NULL, *wrapped = NULL, *sel = NULL;
         rc = ev_reshape(&ex, k.idx, 1, &flat_n, &flat);
         rc = rc ? rc : wrap_negative(&ex, flat, bs[k.dim], &wrapped);
-        rc = rc ? rc : ev_index_select(&ex, base, k.dim, wrapped, &sel);
+        rc = rc ? rc : ev_ag_index_select(&ex, base, k.dim, wrapped, &sel);
         int od = 0;
         for (int i = 0; i < nd; i++) {
             if (i == k.dim) {
@@ -345,7 +346,7 @@ PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key)
                 shape[od++] = bs[i];
             }
         }
-        rc = rc ? rc : ev_reshape(&ex, sel, od, shape, &out);
+        rc = rc ? rc : ev_ag_reshape(&ex, sel, od, shape, &out);
         ev_tensor_unref(flat);
         ev_tensor_unref(wrapped);
         ev_tensor_unref(sel);

@@ -46,15 +46,15 @@ PyObject *evpy_scan_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
     }
     ev_dtype dt = dtype < 0 ? EV_DTYPE_NONE : (ev_dtype)dtype;
     if (code >= 2) {
-        int rc = code == 2 ? ev_cumsum_(&ex, x, (int)dim, dt) : ev_cumprod_(&ex, x, (int)dim, dt);
+        int rc = code == 2 ? ev_ag_cumsum_(&ex, x, (int)dim, dt) : ev_ag_cumprod_(&ex, x, (int)dim, dt);
         if (rc) {
             return evpy_raise(rc);
         }
         return evpy_maybe_sync(x) ? NULL : Py_NewRef(a[0]);
     }
     ev_tensor *out;
-    int rc = code == 0 ? ev_cumsum(&ex, x, (int)dim, dt, &out)
-                       : ev_cumprod(&ex, x, (int)dim, dt, &out);
+    int rc = code == 0 ? ev_ag_cumsum(&ex, x, (int)dim, dt, &out)
+                       : ev_ag_cumprod(&ex, x, (int)dim, dt, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -82,7 +82,7 @@ PyObject *evpy_sort_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
         int rc = ev_argsort(&ex, x, (int)dim, desc, stable, &indices);
         return evpy_finish(st, rc, indices);
     }
-    int rc = ev_sort(&ex, x, (int)dim, desc, stable, &values, &indices);
+    int rc = ev_ag_sort(&ex, x, (int)dim, desc, stable, &values, &indices);
     if (rc) {
         return evpy_raise(rc);
     }
@@ -108,7 +108,7 @@ PyObject *evpy_topk_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize
         return NULL;
     }
     ev_tensor *values, *indices;
-    int rc = ev_topk(&ex, x, k, (int)dim, largest, sorted, &values, &indices);
+    int rc = ev_ag_topk(&ex, x, k, (int)dim, largest, sorted, &values, &indices);
     if (rc) {
         return evpy_raise(rc);
     }
@@ -185,8 +185,8 @@ PyObject *evpy_flip_roll_fn(evpy_state *st, int code, PyObject *const *args, Py_
         return NULL;
     }
     ev_tensor *out;
-    int rc = code ? ev_roll(&ex, x, ns, s, nd, nd ? dims : NULL, &out)
-                  : ev_flip(&ex, x, nd, dims, &out);
+    int rc = code ? ev_ag_roll(&ex, x, ns, s, nd, nd ? dims : NULL, &out)
+                  : ev_ag_flip(&ex, x, nd, dims, &out);
     return evpy_finish(st, rc, out);
 }
 
@@ -207,14 +207,14 @@ PyObject *evpy_tri_fn(evpy_state *st, int code, PyObject *const *args, Py_ssize_
         return NULL;
     }
     if (code >= 2) {
-        int rc = code == 2 ? ev_tril_(&ex, x, diag) : ev_triu_(&ex, x, diag);
+        int rc = ev_ag_tri_(&ex, x, diag, code == 3);
         if (rc) {
             return evpy_raise(rc);
         }
         return evpy_maybe_sync(x) ? NULL : Py_NewRef(a[0]);
     }
     ev_tensor *out;
-    int rc = code ? ev_triu(&ex, x, diag, &out) : ev_tril(&ex, x, diag, &out);
+    int rc = ev_ag_tri(&ex, x, diag, code, &out);
     return evpy_finish(st, rc, out);
 }
 

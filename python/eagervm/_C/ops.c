@@ -315,7 +315,7 @@ PyObject *evpy_clamp_fn(evpy_state *st, int inplace, PyObject *const *args, Py_s
         return NULL;
     }
     if (inplace) {
-        int rc = ev_clamp_(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL);
+        int rc = ev_ag_clamp_(&ex, x, has_lo ? &lo : NULL, has_hi ? &hi : NULL);
         if (rc) {
             return evpy_raise(rc);
         }
@@ -663,14 +663,14 @@ PyObject *evpy_write_fn(evpy_state *st, int code, PyObject *const *args, Py_ssiz
         if (to_scalar(fn, a[1], &v) != 0) {
             return NULL;
         }
-        rc = ev_fill_(&ex, x, v);
+        rc = ev_ag_fill_(&ex, x, v);
     } else {
         ev_tensor *src;
         int own;
         if (evpy_operand(st, a[1], x, &src, &own) != 0) {
             return NULL;
         }
-        rc = ev_copy_(&ex, x, src);
+        rc = ev_ag_copy_(&ex, x, src);
         if (own) {
             ev_tensor_unref(src);
         }

@@ -308,7 +308,7 @@ PyObject *evpy_fill_random_fn(evpy_state *st, int code, PyObject *const *args,
     if (evpy_exec(&ex) != 0) {
         return NULL;
     }
-    int rc = code ? ev_normal_(&ex, gen, x, p0, p1) : ev_uniform_(&ex, gen, x, p0, p1);
+    int rc = ev_ag_random_(&ex, gen, x, p0, p1, code);
     if (rc) {
         return evpy_raise(rc);
     }

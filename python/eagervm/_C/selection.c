@@ -189,13 +189,13 @@ PyObject *evpy_select_fn(evpy_state *st, int code, PyObject *const *args, Py_ssi
         rc = ev_ag_gather(&ex, x, (int)dim, oi.t, &out);
         break;
     case EVPY_SEL_TAKE:
-        rc = ev_take(&ex, x, oi.t, &out);
+        rc = ev_ag_take(&ex, x, oi.t, &out);
         break;
     case EVPY_SEL_SCATTER_ADD:
-        rc = ev_scatter_add(&ex, x, (int)dim, oi.t, os.t, &out);
+        rc = ev_ag_scatter_add(&ex, x, (int)dim, oi.t, os.t, &out);
         break;
     default:
-        rc = ev_scatter_add_(&ex, x, (int)dim, oi.t, os.t);
+        rc = ev_ag_scatter_add_(&ex, x, (int)dim, oi.t, os.t);
         if (rc) {
             evpy_raise(rc);
         } else if (evpy_maybe_sync(x) == 0) {

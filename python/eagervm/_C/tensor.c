@@ -981,9 +981,6 @@ static int index_view(ev_tensor *t, PyObject *key, ev_tensor **out)
 static PyObject *tensor_getitem(PyObject *self, PyObject *key)
 {
     if (evpy_is_advanced_key(key)) {
-        if (evpy_ag_refuse("indexing with tensors or masks", 1, &self) != 0) {
-            return NULL;
-        }
         return evpy_getitem_advanced(self, key); /* indexing.c */
     }
     ev_tensor *t = evpy_tensor_get(self), *out;
