@@ -3,8 +3,8 @@
  * logsumexp included) and softmax, scans, sorting and top-k, matmul,
  * where/cat/stack, flips, rolls and triangles, index-driven selection, ops
  * whose result size depends on the values (nonzero, unique: sync points),
- * one_hot and cross_entropy, and random numbers (randperm included).
- * Conventions as in tensor.h.
+ * one_hot and cross_entropy, random numbers (randperm included), and fused
+ * optimizer updates (SGD, Adam, AdamW). Conventions as in tensor.h.
  *
  * Every op checks its arguments and infers the output on the calling thread
  * (a bad call returns EV_EINVAL, EV_ETYPE or EV_EINDEX with a message naming
@@ -623,6 +623,91 @@ EV_API int ev_normal_(const ev_exec *ex, ev_generator *gen, ev_tensor *t, double
  * out is NULL), EV_ETYPE (bool or a float dtype). */
 EV_API int ev_randperm(const ev_exec *ex, ev_generator *gen, int64_t n, ev_dtype dtype,
                        ev_tensor **out);
+
+/* ------------------------------------------------------ optimizer updates
+ *
+ * One step of an optimizer on one parameter as one instruction: it reads
+ * grad and writes param and the optimizer's state buffers in a single pass
+ * (PyTorch's single-tensor SGD, Adam and AdamW: the same formulas and the
+ * same order of float operations, so the results agree with torch.optim's to
+ * float32 rounding; PyTorch's vectorised loops fuse some multiply-adds, these
+ * never do). Every float operation is done in the tensors' dtype, the scalar
+ * hyperparameters converted to it first, as PyTorch's in-place ops do.
+ *
+ * param, grad and the buffers must all have one shape and one dtype,
+ * float32 or float64 (EV_ETYPE otherwise); param must be dense (contiguous,
+ * or a permutation of a contiguous layout such as a transpose) and every
+ * other tensor laid out as param (the same strides), and no two of them may
+ * share memory (EV_EINVAL, naming the argument and what was expected). The
+ * hyperparameters are checked as torch.optim checks them (EV_EINVAL, naming
+ * the value). An empty param issues nothing. The calls return at once: the
+ * update runs after every earlier op on these tensors and before every later
+ * one; the kernel itself cannot fail (a failed op before it poisons what it
+ * writes, as for any op). Large parameters are split over the intra-op
+ * threads. Thread-safe as other ops. */
+
+/* SGD with momentum (PyTorch's _single_tensor_sgd), elementwise:
+ *   g = maximize ? -grad : grad
+ *   if weight_decay != 0:  g = g + weight_decay * param
+ *   if momentum != 0:
+ *       buf = first_step ? g : buf * momentum + (1 - dampening) * g
+ *       g = nesterov ? g + momentum * buf : buf
+ *   param = param + (-lr) * g
+ * momentum_buf is required when momentum != 0 (first_step: it is only
+ * written, so it may hold anything) and neither read nor written otherwise
+ * (it may be NULL, and first_step is ignored). Errors: lr < 0, momentum < 0, weight_decay < 0, any of them
+ * or dampening NaN, nesterov without momentum > 0 and dampening == 0. */
+EV_API int ev_sgd_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
+                          ev_tensor *momentum_buf, double lr, double momentum, double dampening,
+                          double weight_decay, int nesterov, int maximize, int first_step);
+
+/* Adam, or AdamW when decoupled (PyTorch's _single_tensor_adam, not
+ * capturable), elementwise, for step t >= 1 (the count of updates of this
+ * param, this one included: the caller keeps it). The bias corrections are
+ * computed on the calling thread in float64 as torch.optim computes them:
+ * bc1 = 1 - beta1^t, bc2 = 1 - beta2^t, step_size = lr / bc1, bc2_sqrt =
+ * bc2^0.5 (pow). Then
+ *   g = maximize ? -grad : grad
+ *   if weight_decay != 0:  decoupled ? param = param * (1 - lr * weight_decay)
+ *                                    : g = g + weight_decay * param
+ *   exp_avg = lerp(exp_avg, g, 1 - beta1)    (PyTorch's two-sided lerp)
+ *   exp_avg_sq = exp_avg_sq * beta2 + ((1 - beta2) * g) * g
+ *   if max_exp_avg_sq (amsgrad): max_exp_avg_sq = maximum(max_exp_avg_sq, exp_avg_sq)
+ *                                (NaN propagates) and is used below instead
+ *   denom = sqrt(exp_avg_sq) / bc2_sqrt + eps
+ *   param = param + ((-step_size) * exp_avg) / denom
+ * max_exp_avg_sq may be NULL (no amsgrad). Errors: lr < 0, eps < 0,
+ * weight_decay < 0, beta1 or beta2 outside [0, 1), any of them NaN,
+ * step < 1. */
+EV_API int ev_adam_update_(const ev_exec *ex, ev_tensor *param, ev_tensor *grad,
+                           ev_tensor *exp_avg, ev_tensor *exp_avg_sq, ev_tensor *max_exp_avg_sq,
+                           int64_t step, double lr, double beta1, double beta2, double eps,
+                           double weight_decay, int decoupled, int maximize);
+
+/* The same updates for n parameters (0 <= n <= 13000) as one instruction,
+ * the multi-tensor form (what torch.optim calls foreach): entry i of each
+ * array belongs to parameter i and is checked as one update's arguments are
+ * (a failure names the index); the hyperparameters are shared, first_steps
+ * (SGD; NULL: none) and steps (Adam) are per parameter. momentum_bufs may be
+ * NULL when momentum is 0, max_exp_avg_sqs without amsgrad. The results are
+ * those of n calls of the one-parameter form, bit for bit; but as the
+ * updates run at once, no tensor an update writes may overlap any tensor of
+ * another parameter (EV_EINVAL: a parameter listed twice, say). The elements
+ * of all the parameters are split over the intra-op threads end to end, so
+ * many small parameters use the cores as one large one does. n == 0 (or
+ * only empty parameters) issues nothing. Errors as the one-parameter forms,
+ * and EV_ENOMEM. */
+EV_API int ev_sgd_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                                ev_tensor *const *grads, ev_tensor *const *momentum_bufs,
+                                const int *first_steps, double lr, double momentum,
+                                double dampening, double weight_decay, int nesterov,
+                                int maximize);
+EV_API int ev_adam_update_multi_(const ev_exec *ex, int n, ev_tensor *const *params,
+                                 ev_tensor *const *grads, ev_tensor *const *exp_avgs,
+                                 ev_tensor *const *exp_avg_sqs,
+                                 ev_tensor *const *max_exp_avg_sqs, const int64_t *steps,
+                                 double lr, double beta1, double beta2, double eps,
+                                 double weight_decay, int decoupled, int maximize);
 
 #ifdef __cplusplus
 }

@@ -401,6 +401,7 @@ static PyMethodDef module_methods[] = {
 /* ------------------------------------------------------------------ module */
 
 extern PyMethodDef evpy_profile_methods[]; /* profile.c */
+extern PyMethodDef evpy_optim_methods[];   /* optim.c */
 
 static int module_exec(PyObject *m)
 {
@@ -434,7 +435,8 @@ static int module_exec(PyObject *m)
     if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_autograd_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
-        PyModule_AddFunctions(m, evpy_profile_methods) < 0) {
+        PyModule_AddFunctions(m, evpy_profile_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_optim_methods) < 0) {
         return -1;
     }
     if (!evpy_vm()) {
