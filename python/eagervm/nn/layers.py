@@ -22,8 +22,8 @@ def _dtype(dtype):
 
 def _positive_int(value, name, layer, allow_zero=True):
     if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-        raise ValueError(f"{layer}: {name} must be a {'non-negative' if allow_zero else 'positive'}"
-                         f" int, got {value!r}")
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{layer}: {name} must be a {kind} int, got {value!r}")
     return value
 
 
