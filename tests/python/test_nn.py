@@ -217,6 +217,35 @@ def test_dropout_is_reproducible_under_manual_seed():
     assert (a == b).all()
 
 
+def test_layers_on_views_and_empty_tensors():
+    x = _f32(6, 4)
+    xe = _ev(x)
+    lin = nn.Linear(6, 3)
+    w, b = lin.weight.numpy(), lin.bias.numpy()
+    _close(lin(xe.T), x.T @ w.T + b)  # transposed input
+    ln = nn.LayerNorm(2)
+    _close(ln(xe[::-1, ::-2]), _np_layer_norm(x[::-1, ::-2], (2,)), atol=1e-5)  # negative steps
+    _close(nn.GELU()(xe[:1].expand(3, 4)), _np_gelu(np.broadcast_to(x[:1], (3, 4))), atol=1e-6)
+    emb = nn.Embedding(5, 2)
+    idx = np.array([[0, 1, 2], [3, 4, 0]])
+    _close(emb(_ev(idx).T), emb.weight.numpy()[idx.T])  # a strided index
+    t = np.array([0, 1, 2, 3])
+    _close(F.cross_entropy(xe[:4].T.T, _ev(t)), _np_nll(_np_log_softmax(x[:4], 1), t),
+           atol=1e-5)
+    # empty batches: shapes kept; a mean over nothing is NaN, as in PyTorch
+    assert lin(ev.zeros(0, 6)).shape == (0, 3)
+    assert ln(ev.zeros(0, 2)).shape == (0, 2)
+    assert emb(ev.tensor(np.zeros((0, 3), np.int64))).shape == (0, 3, 2)
+    empty_t = ev.tensor(np.zeros(0, np.int64))
+    assert math.isnan(F.cross_entropy(ev.zeros(0, 3), empty_t).item())
+    assert F.cross_entropy(ev.zeros(0, 3), empty_t, reduction="sum").item() == 0
+    assert F.nll_loss(ev.zeros(0, 3), empty_t, reduction="none").shape == (0,)
+    # integer class indices of any integer dtype
+    t32 = ev.tensor(t, dtype=ev.int32)
+    _close(F.cross_entropy(xe[:4], t32), F.cross_entropy(xe[:4], _ev(t)))
+    _close(F.nll_loss(xe[:4], t32), F.nll_loss(xe[:4], _ev(t)))
+
+
 # ---------------------------------------------------------------- losses vs NumPy
 
 def _np_nll(logp, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -597,6 +626,16 @@ def test_setattr_routes_and_refuses_like_pytorch():
         m.nope
     del m.buf
     assert "buf" not in m._buffers
+    # a parameter or module replaces whatever had its name, as in PyTorch
+    m.count = nn.Parameter(ev.ones(1))
+    assert "count" in m._parameters and "count" not in m.__dict__
+    with pytest.raises(TypeError, match="as parameter 'count'"):
+        m.count = nn.ReLU()  # PyTorch refuses it too: del the parameter first
+    del m.count
+    m.count = nn.ReLU()
+    assert "count" in m._modules and "count" not in m._parameters
+    m.count = nn.Parameter(ev.ones(1))
+    assert "count" in m._parameters and "count" not in m._modules
 
 
 def test_assigning_before_init_is_refused():

@@ -133,6 +133,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name)  # a plain attribute, buffer or child of that name gives way
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -144,7 +145,8 @@ class Module:
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self.add_module(name, value)
+            self._forget(name)
+            self._modules[name] = value
         elif params is not None and name in self._modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{_type_name(value)}' as child module "
@@ -157,6 +159,12 @@ class Module:
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        """Removes name from the attributes and the three tables."""
+        for table in (self.__dict__, self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name):
         # Only called when normal lookup fails: look in the three tables.
