@@ -206,6 +206,15 @@ def test_dropout_masks_scales_and_is_the_identity_in_eval():
         nn.Dropout(1.5)
     with pytest.raises(ValueError, match="between 0 and 1"):
         F.dropout(x, -0.1)
+    # the mask is in the input's dtype (float64 stays exact) and NaNs stay NaN
+    x64 = ev.ones(1000, dtype=ev.float64)
+    y64 = F.dropout(x64, 0.3)
+    assert y64.dtype == ev.float64
+    assert set(np.unique(y64.numpy())) <= {0.0, 1 / 0.7}
+    assert np.isnan(F.dropout(ev.full((16,), float("nan")), 0.5).numpy()).all()
+    # inplace writes the input
+    z = ev.ones(100)
+    assert F.dropout(z, 0.5, inplace=True) is z and (z.numpy() == 0).any()
 
 
 def test_dropout_is_reproducible_under_manual_seed():
@@ -295,6 +304,12 @@ def test_loss_arguments_are_checked():
         F.nll_loss(x, _ev(np.array([0, 1])))
     with pytest.raises(ValueError, match="weight must have shape"):
         F.cross_entropy(x, t, weight=ev.ones(3))
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        F.nll_loss(ev.tensor(1.0), ev.tensor(0))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        F.cross_entropy(x, t, label_smoothing=1.5)
+    with pytest.raises(ValueError, match="does not end in in_features"):
+        F.linear(x, ev.ones(2, 3))
     with pytest.warns(UserWarning, match="target size"):
         F.mse_loss(x, ev.ones(4))
 

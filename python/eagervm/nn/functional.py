@@ -124,7 +124,11 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         return input.mul_(0) if inplace else input * 0
-    mask = (_C.rand_like(input) > p) * (1.0 / (1.0 - p))
+    # The mask in input's dtype, built in place in one buffer: 1 / (1 - p) where the
+    # draw is > p, else 0. A multiplication (not where()) keeps NaNs NaN, as PyTorch does.
+    mask = _C.rand_like(input)
+    mask.gt_(p)
+    mask.mul_(1.0 / (1.0 - p))
     return input.mul_(mask) if inplace else input * mask
 
 
@@ -215,9 +219,9 @@ def _class_weights(weight, n_classes, fn):
 def _check_index_shapes(input, target, fn):
     """PyTorch's shapes: input (C,) with target (), (N, C) with (N,), or
     (N, C, d1, ...) with (N, d1, ...)."""
-    want = () if input.ndim == 1 else (input.shape[0],) + tuple(input.shape[2:])
     if input.ndim == 0:
         raise ValueError(f"{fn}: input must have at least 1 dimension (the classes)")
+    want = () if input.ndim == 1 else (input.shape[0],) + tuple(input.shape[2:])
     if tuple(target.shape) != want:
         if input.ndim >= 2 and target.ndim >= 1 and target.shape[0] != input.shape[0]:
             raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
