@@ -163,6 +163,21 @@ def test_embedding_matches_numpy_and_zeroes_the_padding_row():
         emb(_ev(_f32(2)))
     with pytest.raises(ValueError, match="Padding_idx"):
         nn.Embedding(4, 2, padding_idx=4)
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.Embedding(4, 2, sparse=True)
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq():
+    emb = nn.Embedding(4, 2, max_norm=1.0)
+    with ev.no_grad():
+        emb.weight.copy_(_ev(np.array([[3, 4], [0.3, 0.4], [6, 8], [1, 0]], np.float32)))
+    out = emb(_ev(np.array([0, 1, 0])))
+    want = np.array([[0.6, 0.8], [0.3, 0.4], [0.6, 0.8]])
+    _close(out, want, atol=1e-6)
+    _close(emb.weight.numpy()[2], [6, 8])  # not looked up: unchanged
+    freq = nn.Embedding(3, 2, scale_grad_by_freq=True)
+    freq(_ev(np.array([0, 0, 0, 2]))).sum().backward()
+    _close(freq.weight.grad, [[1, 1], [0, 0], [1, 1]])  # three hits of row 0 count as one
 
 
 def test_embedding_padding_index_gets_no_gradient():
@@ -346,13 +361,23 @@ def test_layer_norm_matches_torch(shape, affine):
 
 
 @needs_torch
-def test_embedding_matches_torch():
-    emb = nn.Embedding(7, 3, padding_idx=2)
-    temb = torch.nn.Embedding(7, 3, padding_idx=2)
+@pytest.mark.parametrize("kw", [{"padding_idx": 2}, {"max_norm": 1.0},
+                                {"max_norm": 2.0, "norm_type": 1.0},
+                                {"max_norm": 1.5, "norm_type": math.inf},
+                                {"scale_grad_by_freq": True},
+                                {"scale_grad_by_freq": True, "padding_idx": 2}],
+                         ids=lambda kw: ",".join(kw))
+def test_embedding_matches_torch(kw):
+    emb = nn.Embedding(7, 3, **kw)
+    temb = torch.nn.Embedding(7, 3, **kw)
+    with ev.no_grad():  # rows of norm about 5: max_norm renormalises some
+        emb.weight.copy_(_ev(_f32(7, 3, scale=3.0)))
     _to_torch(emb, temb)
+    assert repr(emb) == repr(temb)
     idx = np.array([[0, 2, 6], [2, 1, 0]])
     ye, yt = emb(_ev(idx)), temb(torch.from_numpy(idx))
     _close(ye, yt)
+    _close(emb.weight, temb.weight)  # max_norm changed the same rows in place
     g = _f32(2, 3, 3)
     (ye * _ev(g)).sum().backward()
     (yt * torch.from_numpy(g)).sum().backward()
@@ -673,6 +698,10 @@ def test_register_parameter_accepts_a_frozen_leaf():
     m.register_parameter("frozen", nn.Parameter(ev.ones(2), requires_grad=False))
     assert [n for n, _ in m.named_parameters()] == ["frozen"]
     assert not m.frozen.requires_grad
+    m.frozen = m.frozen  # its own name again: fine
+    lin = nn.Linear(2, 2).requires_grad_(False)
+    lin.weight = lin.weight
+    assert "weight" in lin._parameters
 
 
 def test_train_eval_propagate_and_return_self():

@@ -7,6 +7,7 @@ import math
 import warnings
 
 from .. import _C
+from ..autograd import no_grad as _no_grad
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "dropout",
            "layer_norm", "embedding", "cross_entropy", "nll_loss", "mse_loss"]
@@ -154,11 +155,32 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
+def _embedding_renorm_(weight, flat, max_norm, norm_type):
+    """PyTorch's embedding_renorm_: each row of weight that flat looks up and whose
+    norm exceeds max_norm is scaled in place to norm max_norm (no gradient: it is an
+    update of the table, not part of the function)."""
+    with _no_grad():
+        rows_at = flat.unique()  # once per row, so that the in-place add below is exact
+        rows = weight.index_select(0, rows_at)
+        if norm_type == math.inf:
+            norms = rows.abs().max(dim=1, keepdim=True)
+        else:
+            norms = rows.abs().pow(norm_type).sum(dim=1, keepdim=True).pow(1.0 / norm_type)
+        scale = _C.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        index = rows_at.unsqueeze(1).expand(rows_at.shape[0], weight.shape[1])
+        weight.scatter_add_(0, index, rows * (scale - 1.0))
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """The rows of weight (num_embeddings, embedding_dim) at the indices input: the
-    result has shape input.shape + (embedding_dim,). Positions equal to padding_idx
-    pass no gradient to weight."""
+    result has shape input.shape + (embedding_dim,).
+
+    padding_idx: positions holding it pass no gradient to weight. max_norm: the rows
+    looked up whose norm_type-norm exceeds it are first scaled down to it, in place in
+    weight (a sync point on input). scale_grad_by_freq: each row's gradient is divided
+    by how often the mini-batch looks it up.
+    """
     _tensor(input, "embedding")
     if input.dtype.is_floating_point or input.dtype == _C.bool:
         raise TypeError(f"embedding: input must be an integer tensor of indices, not "
@@ -167,21 +189,32 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-d (num_embeddings, embedding_dim), "
                          f"got shape {tuple(weight.shape)}")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported yet")
-    out = weight.index_select(0, input.reshape(-1)).reshape(*input.shape, weight.shape[1])
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported (eagervm "
+                                  "has no sparse tensors)")
+    num = weight.shape[0]
     if padding_idx is not None:
-        num = weight.shape[0]
         if not -num <= padding_idx < num:
             raise ValueError("embedding: padding_idx must be within num_embeddings")
         if padding_idx < 0:
             padding_idx += num
-        if out.requires_grad:
-            # Same values, but the padding positions read a detached copy: no gradient
-            # reaches weight's padding row (cost: the output's size, not weight's).
-            pad = (input == padding_idx).unsqueeze(-1)
-            out = _C.where(pad, out.detach(), out)
+    flat = input.reshape(-1)
+    if max_norm is not None and flat.numel() > 0:
+        _embedding_renorm_(weight, flat, float(max_norm), float(norm_type))
+    out = weight.index_select(0, flat).reshape(*input.shape, weight.shape[1])
+    if not out.requires_grad:
+        return out
+    if padding_idx is not None:
+        # Same values, but the padding positions read a detached copy: no gradient
+        # reaches weight's padding row (cost: the output's size, not weight's).
+        pad = (input == padding_idx).unsqueeze(-1)
+        out = _C.where(pad, out.detach(), out)
+    if scale_grad_by_freq:
+        # 1 / (how often each position's index occurs), applied to the gradient only.
+        counts = _C.zeros(num, dtype=weight.dtype)
+        counts.scatter_add_(0, flat, _C.ones(flat.numel(), dtype=weight.dtype))
+        factor = counts.index_select(0, flat).reciprocal().reshape(*input.shape, 1)
+        out.register_hook(lambda grad: grad * factor)
     return out
 
 

@@ -190,9 +190,9 @@ class Embedding(Module):
                 raise ValueError("Padding_idx must be within num_embeddings")
             if padding_idx < 0:
                 padding_idx += num_embeddings
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
-                                      "not supported yet")
+        if sparse:
+            raise NotImplementedError("Embedding: sparse gradients are not supported (eagervm "
+                                      "has no sparse tensors)")
         self.padding_idx = padding_idx
         self.max_norm = max_norm
         self.norm_type = norm_type
@@ -217,7 +217,8 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None):
@@ -231,4 +232,10 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
         return s

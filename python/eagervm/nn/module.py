@@ -136,12 +136,14 @@ class Module:
             self._forget(name)  # a plain attribute, buffer or child of that name gives way
             self.register_parameter(name, value)
         elif params is not None and name in params:
-            if value is not None:
+            # A frozen parameter (requires_grad off) is no nn.Parameter to isinstance;
+            # assigning it to its own name again is still fine.
+            if value is not None and value is not params[name]:
                 raise TypeError(
                     f"cannot assign '{_type_name(value)}' as parameter '{name}' (nn.Parameter "
                     "or None expected; a parameter is a leaf Tensor that requires grad: "
                     "use nn.Parameter(t), or register_parameter for a frozen one)")
-            params[name] = None
+            params[name] = value
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
