@@ -4,7 +4,6 @@ and the parameters; skipped without torch), gradcheck in float64 on each
 functional, the Module API (registration, names, state dicts, modes), and the
 init functions' distributions."""
 import math
-import warnings
 from collections import OrderedDict
 
 import numpy as np
