@@ -114,6 +114,9 @@ def test_activations_match_numpy():
     _close(nn.Softmax(dim=1)(xe), np.exp(_np_log_softmax(x, 1)), atol=1e-6)
     _close(nn.Softmax(dim=0)(xe), np.exp(_np_log_softmax(x, 0)), atol=1e-6)
     _close(F.log_softmax(xe, dim=1), _np_log_softmax(x, 1), atol=1e-5)
+    as64 = F.softmax(xe, dim=1, dtype=ev.float64)
+    assert as64.dtype == ev.float64
+    _close(as64, np.exp(_np_log_softmax(x.astype(np.float64), 1)), rtol=1e-6, atol=1e-7)
     # strided input (a transposed view) and a 0-d tensor
     _close(nn.ReLU()(xe.T), np.maximum(x.T, 0))
     _close(nn.Tanh()(_ev(np.float32(0.5))), np.tanh(np.float32(0.5)))
@@ -324,6 +327,11 @@ def test_loss_arguments_are_checked():
         F.cross_entropy(x, t, label_smoothing=1.5)
     with pytest.raises(ValueError, match="does not end in in_features"):
         F.linear(x, ev.ones(2, 3))
+    with pytest.warns(DeprecationWarning, match="size_average"):
+        legacy = nn.MSELoss(size_average=False)
+    assert legacy.reduction == "sum"
+    with pytest.warns(DeprecationWarning):
+        assert F.nll_loss(x, t, reduce=False).shape == (3,)
     with pytest.warns(UserWarning, match="target size"):
         F.mse_loss(x, ev.ones(4))
 
@@ -895,6 +903,16 @@ def test_state_dict_round_trips_through_save_and_load(tmp_path):
     _close(other(x), net(x))
     ev.save(nn.CrossEntropyLoss(weight=ev.ones(3)).state_dict(), str(path))
     assert list(ev.load(str(path))) == ["weight"]  # a loss's weight is a buffer
+
+
+@needs_torch
+def test_a_torch_state_dict_loads_and_gives_torchs_outputs():
+    theirs = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.GELU(), torch.nn.LayerNorm(5),
+                                 torch.nn.Linear(5, 2))
+    ours = nn.Sequential(nn.Linear(3, 5), nn.GELU(), nn.LayerNorm(5), nn.Linear(5, 2))
+    ours.load_state_dict({k: _ev(v.numpy()) for k, v in theirs.state_dict().items()})
+    x = _f32(4, 3)
+    _close(ours(_ev(x)), theirs(torch.from_numpy(x)), atol=1e-5)
 
 
 @needs_torch
