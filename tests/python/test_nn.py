@@ -96,6 +96,15 @@ def test_linear_forward_matches_numpy_for_batched_inputs():
     for shape in [(4,), (5, 4), (2, 5, 4), (0, 4)]:
         x = _f32(*shape)
         _close(lin(_ev(x)), x @ w.T + b)
+    # PyTorch's device and dtype keywords (eagervm has the CPU only)
+    lin64 = nn.Linear(4, 3, device="cpu", dtype=ev.float64)
+    assert lin64.weight.dtype == ev.float64 and lin64(_ev(_f32(2, 4))).dtype == ev.float64
+    assert nn.LayerNorm(3, device="cpu", dtype=ev.float64).bias.dtype == ev.float64
+    assert nn.Embedding(3, 2, device="cpu", dtype=ev.float64).weight.dtype == ev.float64
+    with pytest.raises(TypeError, match="float dtype"):
+        nn.Linear(2, 2, dtype=ev.int64)
+    with pytest.raises(ValueError, match="non-negative int"):
+        nn.Linear(-1, 2)
     nob = nn.Linear(4, 3, bias=False)
     assert nob.bias is None and [n for n, _ in nob.named_parameters()] == ["weight"]
     x = _f32(2, 4)

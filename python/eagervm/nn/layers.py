@@ -20,10 +20,9 @@ def _dtype(dtype):
     return dtype
 
 
-def _positive_int(value, name, layer, allow_zero=True):
-    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-        kind = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{layer}: {name} must be a {kind} int, got {value!r}")
+def _size(value, name, layer):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{layer}: {name} must be a non-negative int, got {value!r}")
     return value
 
 
@@ -32,14 +31,14 @@ class Linear(Module):
     kaiming_uniform_(a=sqrt(5)) and bias from U(-1/sqrt(in_features), 1/sqrt(in_features)),
     PyTorch's defaults."""
 
-    def __init__(self, in_features, out_features, bias=True, dtype=None):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        self.in_features = _positive_int(in_features, "in_features", "Linear")
-        self.out_features = _positive_int(out_features, "out_features", "Linear")
+        self.in_features = _size(in_features, "in_features", "Linear")
+        self.out_features = _size(out_features, "out_features", "Linear")
         dtype = _dtype(dtype)
-        self.weight = Parameter(_C.empty(out_features, in_features, dtype=dtype))
+        self.weight = Parameter(_C.empty(out_features, in_features, dtype=dtype, device=device))
         if bias:
-            self.bias = Parameter(_C.empty(out_features, dtype=dtype))
+            self.bias = Parameter(_C.empty(out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -140,20 +139,20 @@ class LayerNorm(Module):
     elementwise_affine) scales by weight (ones at first) and shifts by bias (zeros)."""
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 dtype=None):
+                 device=None, dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) \
             else tuple(normalized_shape)
         for s in shape:
-            _positive_int(s, "normalized_shape", "LayerNorm")
+            _size(s, "normalized_shape", "LayerNorm")
         self.normalized_shape = shape
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         dtype = _dtype(dtype)
         if elementwise_affine:
-            self.weight = Parameter(_C.empty(*shape, dtype=dtype))
+            self.weight = Parameter(_C.empty(*shape, dtype=dtype, device=device))
             if bias:
-                self.bias = Parameter(_C.empty(*shape, dtype=dtype))
+                self.bias = Parameter(_C.empty(*shape, dtype=dtype, device=device))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -181,10 +180,10 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
-                 _freeze=False, dtype=None):
+                 _freeze=False, device=None, dtype=None):
         super().__init__()
-        self.num_embeddings = _positive_int(num_embeddings, "num_embeddings", "Embedding")
-        self.embedding_dim = _positive_int(embedding_dim, "embedding_dim", "Embedding")
+        self.num_embeddings = _size(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = _size(embedding_dim, "embedding_dim", "Embedding")
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError("Padding_idx must be within num_embeddings")
@@ -201,7 +200,7 @@ class Embedding(Module):
         if _weight is None:
             # register_parameter: a frozen weight is no nn.Parameter to __setattr__.
             self.register_parameter("weight", Parameter(
-                _C.empty(num_embeddings, embedding_dim, dtype=_dtype(dtype)),
+                _C.empty(num_embeddings, embedding_dim, dtype=_dtype(dtype), device=device),
                 requires_grad=not _freeze))
             self.reset_parameters()
         else:
