@@ -5,7 +5,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeAlias, final
 
-from . import asyncs as asyncs, autograd as autograd, profiler as profiler
+from . import asyncs as asyncs, autograd as autograd, nn as nn, profiler as profiler
 
 __version__: builtins.str
 
@@ -125,6 +125,7 @@ __all__ = [
     'ne',
     'neg',
     'negative',
+    'nn',
     'no_grad',
     'nonzero',
     'one_hot',

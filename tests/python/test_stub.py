@@ -157,7 +157,8 @@ def test_stub_describes_the_rest_by_introspection():
     for name in ("bool", "int32", "int64", "float32", "float64"):
         assert f"\n{name}: dtype\n" in text, name
     assert "\ndefault_generator: Generator\n" in text
-    assert "\nfrom . import asyncs as asyncs, autograd as autograd, profiler as profiler\n" in text
+    assert ("\nfrom . import asyncs as asyncs, autograd as autograd, nn as nn, "
+            "profiler as profiler\n" in text)
 
 
 # ------------------------------------------------------------ the generator
