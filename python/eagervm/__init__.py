@@ -47,10 +47,11 @@ __version__ = _C._config()["version"]
 from . import profiler  # noqa: F401,E402
 from .serialization import load, save  # noqa: E402,F401
 from . import nn  # noqa: E402,F401  (as torch imports torch.nn)
+from . import optim  # noqa: E402,F401  (and torch.optim)
 
 __all__ = list(_HAND_WRITTEN + _FROM_TABLE) + [
     "asyncs", "profiler", "config", "show_config", "autograd", "no_grad", "enable_grad",
-    "set_grad_enabled", "is_grad_enabled", "save", "load", "nn"]
+    "set_grad_enabled", "is_grad_enabled", "save", "load", "nn", "optim"]
 
 _config._warn_if_no_blas()  # once per process: a module is imported once
 

@@ -5,7 +5,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeAlias, final
 
-from . import asyncs as asyncs, autograd as autograd, nn as nn, profiler as profiler
+from . import asyncs as asyncs, autograd as autograd, nn as nn, optim as optim, profiler as profiler
 
 __version__: builtins.str
 
@@ -131,6 +131,7 @@ __all__ = [
     'one_hot',
     'ones',
     'ones_like',
+    'optim',
     'permute',
     'pow',
     'power',

@@ -158,7 +158,7 @@ def test_stub_describes_the_rest_by_introspection():
         assert f"\n{name}: dtype\n" in text, name
     assert "\ndefault_generator: Generator\n" in text
     assert ("\nfrom . import asyncs as asyncs, autograd as autograd, nn as nn, "
-            "profiler as profiler\n" in text)
+            "optim as optim, profiler as profiler\n" in text)
 
 
 # ------------------------------------------------------------ the generator
