@@ -2,13 +2,16 @@
 """Trains a 784-256-10 MLP on Fashion-MNIST with eagervm, the input pipeline
 on its own worker thread.
 
-    python3 examples/fashion_mnist.py [--epochs 5] [--out DIR]
+    python3 examples/fashion_mnist.py [--epochs 5] [--out DIR] [--save CKPT] [--resume CKPT]
 
 The data are the real Fashion-MNIST IDX files of Debian's
 dataset-fashion-mnist package, read by eagervm.datasets.mnist. The model is
-written out with eagervm ops: forward, the loss value by
-eagervm.cross_entropy, the gradients by hand, SGD with momentum and a cosine
-learning-rate schedule.
+an eagervm.nn.Sequential of Linear, ReLU and Linear layers, trained with
+nn.CrossEntropyLoss, autograd and optim.SGD with momentum, under a cosine
+learning-rate schedule (optim.lr_scheduler.CosineAnnealingLR, stepped each
+batch). --save writes a checkpoint (model, optimizer, schedule, the loader's
+random state and the epochs done) in the safetensors format after each
+epoch; --resume continues from one, to the same result as an unbroken run.
 
 The input pipeline (shuffle each epoch with eagervm.randperm, gather the
 shuffled batch, normalise, randomly flip each image left-right) is issued
@@ -31,7 +34,6 @@ worker (its values depend only on the seed and the call order, so runs
 repeat). Everything done per batch is eagervm ops.
 """
 import argparse
-import math
 import os
 import sys
 import time
@@ -43,6 +45,7 @@ if os.path.isdir(os.path.join(_CHECKOUT, "eagervm")):
 
 import eagervm as ev  # noqa: E402  (first: it tunes OpenBLAS before NumPy loads it)
 import numpy as np  # noqa: E402
+from eagervm import nn, optim  # noqa: E402
 from eagervm.datasets import mnist  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's pixel mean and std (after / 255)
@@ -54,51 +57,55 @@ CLASSES = 10
 # ------------------------------------------------------------------ model
 
 class MLP:
-    """784-256-10, ReLU, softmax cross-entropy, SGD with momentum. The
-    gradients are written out by hand."""
+    """784-256-10, ReLU, softmax cross-entropy, SGD with momentum: an
+    nn.Sequential trained by autograd and optim.SGD."""
 
-    def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9):
-        self.lr, self.momentum = lr, momentum
-        # PyTorch's default init for nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9, steps=1):
+        self.net = nn.Sequential(nn.Linear(PIXELS, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, CLASSES))
+        # PyTorch's default init for nn.Linear, U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+        # drawn from the run's seeded NumPy generator (so runs repeat).
         b1, b2 = 1 / np.sqrt(PIXELS), 1 / np.sqrt(hidden)
-        self.init = [rng.uniform(-b1, b1, (PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
-                     rng.uniform(-b2, b2, (hidden, CLASSES)), rng.uniform(-b2, b2, CLASSES)]
-        self.params = [ev.from_numpy(a.astype(np.float32)) for a in self.init]
-        self.velocity = [ev.zeros_like(p) for p in self.params]
+        init = [rng.uniform(-b1, b1, (PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
+                rng.uniform(-b2, b2, (hidden, CLASSES)), rng.uniform(-b2, b2, CLASSES)]
+        with ev.no_grad():
+            for p, a in zip(self.net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
+                p.copy_(ev.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.opt = optim.SGD(self.net.parameters(), lr=lr, momentum=momentum)
+        # From lr down to 0 at the last step.
+        self.sched = optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=steps)
 
-    def logits(self, x):
-        w1, b1, w2, b2 = self.params
-        h = ev.relu(x @ w1 + b1)
-        return h @ w2 + b2
+    def step(self, x, target):
+        """One SGD step on batch x (B, 784) with class indices target (B,).
+        Returns the batch's mean loss as a 0-d tensor (not waited for)."""
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.net(x), target)
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        return loss.detach()
 
-    def step(self, x, y, target):
-        """One SGD step on batch x (B, 784) with one-hot targets y (B, 10)
-        and the same classes as indices target (B,). Returns the batch's
-        mean loss as a 0-d tensor (not waited for)."""
-        w1, b1, w2, b2 = self.params
-        inv_b = 1.0 / x.shape[0]
-        h = ev.relu(x @ w1 + b1)
-        logits = h @ w2 + b2
-        loss = ev.cross_entropy(logits, target)   # the value only: stable, one op
-        logp = ev.log_softmax(logits, dim=1)
-        dlogits = (ev.exp(logp) - y) * inv_b       # d loss / d logits
-        grads = [None, None, h.T @ dlogits, dlogits.sum(0)]
-        dh = (dlogits @ w2.T) * (h > 0)            # back through the ReLU
-        grads[0] = x.T @ dh
-        grads[1] = dh.sum(0)
-        for p, g, v in zip(self.params, grads, self.velocity):
-            v.mul_(self.momentum).add_(g)          # v = momentum * v + g
-            p.sub_(v * self.lr)                    # p -= lr * v
-        return loss
-
+    @ev.no_grad()
     def accuracy(self, images, labels, chunk=2500):
         """Share of correct predictions; images raw (N, 784) 0..255."""
+        self.net.eval()
         correct = None
         for lo in range(0, images.shape[0], chunk):
             x = images[lo:lo + chunk] * (1 / (255 * STD)) - MEAN / STD
-            hit = (ev.argmax(self.logits(x), dim=1) == labels[lo:lo + chunk]).sum()
+            hit = (ev.argmax(self.net(x), dim=1) == labels[lo:lo + chunk]).sum()
             correct = hit if correct is None else correct + hit
+        self.net.train()
         return correct.item() / images.shape[0]
+
+    def state_dict(self):
+        return {"model": self.net.state_dict(), "optim": self.opt.state_dict(),
+                "sched": self.sched.state_dict()}
+
+    def load_state_dict(self, state):
+        self.net.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optim"])
+        self.sched.load_state_dict(state["sched"])
 
 
 # ----------------------------------------------------------- input pipeline
@@ -131,6 +138,20 @@ class Loader:
         self.prefetch = prefetch
         self.use_index_select = hasattr(ev, "index_select") and \
             not os.environ.get("EAGERVM_EXAMPLE_ROW_GATHER")
+
+    def get_state(self):
+        """The random state the next epochs draw from (for a checkpoint)."""
+        bits = self.rng.bit_generator.state
+        return {"rng": {"state": str(bits["state"]["state"]), "inc": str(bits["state"]["inc"]),
+                        "has_uint32": bits["has_uint32"], "uinteger": bits["uinteger"]},
+                "gen": list(self.gen.get_state())}
+
+    def set_state(self, state):
+        r = state["rng"]
+        self.rng.bit_generator.state = {
+            "bit_generator": "PCG64", "has_uint32": r["has_uint32"], "uinteger": r["uinteger"],
+            "state": {"state": int(r["state"]), "inc": int(r["inc"])}}
+        self.gen.set_state(tuple(state["gen"]))
 
     def epoch(self):
         """Yields (x, y, target) for each batch of one shuffled epoch,
@@ -212,18 +233,30 @@ class Progress:
 # ---------------------------------------------------------------- training
 
 def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentum=0.9,
-          seed=0, prefetch=2, profile_epoch=None, progress=True, out=sys.stdout):
+          seed=0, prefetch=2, profile_epoch=None, progress=True, out=sys.stdout, save=None,
+          resume=None):
     """Trains an MLP; returns (model, history, prof). history: one dict per
-    epoch (loss: mean training loss, seconds, samples_per_s). prof: the
-    eagervm profile of epoch `profile_epoch` (0-based), or None."""
+    epoch trained here (loss: mean training loss, seconds, samples_per_s).
+    prof: the eagervm profile of epoch `profile_epoch` (0-based), or None.
+    save: a checkpoint path written after each epoch; resume: one to start
+    from (its epochs count towards `epochs`)."""
     rng = np.random.default_rng(seed)
-    model = MLP(rng, lr=lr, momentum=momentum)
     loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch, seed=seed)
     steps = epochs * loader.batches
+    model = MLP(rng, lr=lr, momentum=momentum, steps=steps)
+    first = 0
+    if resume:
+        ckpt = ev.load(resume)
+        model.load_state_dict(ckpt)
+        loader.set_state(ckpt["loader"])
+        first = ckpt["epochs_done"]
+        if ckpt["batches_per_epoch"] != loader.batches:
+            sys.exit(f"fashion_mnist: {resume} was trained with {ckpt['batches_per_epoch']} "
+                     f"batches an epoch, this run has {loader.batches}")
     bar = Progress(epochs, loader.batches, batch_size, out) if progress else None
     history, prof = [], None
     ev.synchronize()  # time the training, not the loading of the data set
-    for epoch in range(epochs):
+    for epoch in range(first, epochs):
         if epoch == profile_epoch:
             prof = ev.profiler.profile(labels={loader.thread: "loader", 0: "training"})
             prof.start()
@@ -231,9 +264,7 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
         total = ev.zeros(())
         seen_loss, seen_batches = 0.0, 0
         for k, (x, y, target) in enumerate(loader.epoch()):
-            # Cosine learning-rate schedule, from lr down to 0 at the last step.
-            model.lr = lr * 0.5 * (1 + math.cos(math.pi * (epoch * loader.batches + k) / steps))
-            loss = model.step(x, y, target)
+            loss = model.step(x, target)
             total += loss
             if bar and bar.due(k):
                 # Reading the loss is a sync point: it waits for this step only,
@@ -248,6 +279,9 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
             prof.stop()
         history.append({"loss": mean_loss, "seconds": secs,
                         "samples_per_s": loader.batches * batch_size / secs})
+        if save:
+            ev.save(dict(model.state_dict(), loader=loader.get_state(), epochs_done=epoch + 1,
+                         batches_per_epoch=loader.batches), save)
     return model, history, prof
 
 
@@ -266,6 +300,10 @@ def main(argv=None):
                     help="folder for the trace and the timeline (default %(default)s)")
     ap.add_argument("--profile-epoch", type=int, default=None,
                     help="1-based epoch to profile (default: the last); 0: none")
+    ap.add_argument("--save", default=None, metavar="CKPT",
+                    help="write a checkpoint (safetensors) there after each epoch")
+    ap.add_argument("--resume", default=None, metavar="CKPT",
+                    help="continue from a checkpoint that --save wrote")
     args = ap.parse_args(argv)
 
     t_start = time.perf_counter()
@@ -281,13 +319,17 @@ def main(argv=None):
     pe = args.epochs if args.profile_epoch is None else args.profile_epoch
     model, history, prof = train(train_x, train_y, args.epochs, args.batch_size, args.lr,
                                  args.momentum, args.seed, args.prefetch,
-                                 profile_epoch=pe - 1 if pe else None)
+                                 profile_epoch=pe - 1 if pe else None, save=args.save,
+                                 resume=args.resume)
     acc = model.accuracy(test_x, test_y)
-    secs = sum(h["seconds"] for h in history)
-    samples = sum(h["samples_per_s"] * h["seconds"] for h in history)
     print(f"test accuracy: {acc:.4f} after {args.epochs} epochs")
-    print(f"training throughput: {samples / secs:,.0f} samples/s "
-          f"({secs:.1f} s for {args.epochs} epochs of {int(samples) // args.epochs} samples)")
+    if history:
+        secs = sum(h["seconds"] for h in history)
+        samples = sum(h["samples_per_s"] * h["seconds"] for h in history)
+        print(f"training throughput: {samples / secs:,.0f} samples/s ({secs:.1f} s for "
+              f"{len(history)} epochs of {int(samples) // len(history)} samples)")
+    if args.save:
+        print(f"checkpoint: {os.path.abspath(args.save)}")
     if prof is not None:
         os.makedirs(args.out, exist_ok=True)
         trace = prof.export_chrome_trace(os.path.join(args.out, "trace.json"))
@@ -311,7 +353,7 @@ def plot_zoom(prof, path, batches=4):
     """The timeline of a few batches from the middle of the epoch."""
     evs = prof.events
     mid = evs[len(evs) // 2].start_ns
-    steps = [e.start_ns for e in evs if e.name == "log_softmax"]
+    steps = [e.start_ns for e in evs if e.name == "cross_entropy"]
     i = min(range(len(steps)), key=lambda j: abs(steps[j] - mid)) if steps else 0
     lo = steps[i] if steps else mid
     hi = steps[min(i + batches, len(steps) - 1)] if steps else mid + 10_000_000

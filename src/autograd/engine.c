@@ -14,6 +14,8 @@ typedef struct entry {
     int capture;        /* index into the grad_of inputs, or -1 */
     bool needed;        /* grad_of: leads to an input */
     uint32_t uid;       /* the thread uid of the last gradient sent here */
+    bool fresh;         /* buf is the walk's alone: no user tensor, other
+                           buffer or saved tensor shares its elements */
     ev_tensor *buf;     /* the gradient summed so far (owned) */
 } entry;
 
@@ -222,13 +224,17 @@ static int mark_needed(walk *w)
     return 0;
 }
 
-/* buf += g (a new tensor; either may be shared with others). */
-static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **buf, ev_tensor *g)
+/* buf += g (a new tensor; either may be shared with others); *fresh says
+ * whether buf is then the walk's alone (g_fresh: g was). */
+static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **buf, ev_tensor *g,
+                    bool g_fresh, bool *fresh)
 {
     if (!*buf) {
         *buf = ev_tensor_ref(g);
+        *fresh = g_fresh;
         return 0;
     }
+    *fresh = true;
     ev_exec ex = {vm, uid, site};
     ev_tensor *sum;
     int rc = ev_binary(&ex, EV_OP_ADD, *buf, g, &sum);
@@ -240,8 +246,13 @@ static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **bu
     return 0;
 }
 
-static int run_hooks(ev__ag_hook *h, ev_tensor **g)
+/* Hooks see the gradient (a hook may keep it), so afterwards it is no
+ * longer the walk's alone. */
+static int run_hooks(ev__ag_hook *h, ev_tensor **g, bool *fresh)
 {
+    if (h) {
+        *fresh = false;
+    }
     for (; h; h = h->next) {
         ev_tensor *rep = NULL;
         int rc = h->fn.grad(h->ctx, *g, &rep);
@@ -257,21 +268,22 @@ static int run_hooks(ev__ag_hook *h, ev_tensor **g)
 }
 
 /* .grad += g for the accumulator's leaf, as PyTorch's AccumulateGrad: the
- * first gradient is taken as it is when nothing else holds it, else
+ * first gradient is taken as it is when nothing else can reach it (made
+ * in this walk and shared with nothing, or held by nothing else), else
  * copied, so .grad never aliases another tensor. */
 static int accumulate(walk *w, entry *e)
 {
     ev_tensor *leaf = e->node->leaf;
     ev__ag_meta *m = ev__ag_meta_of(leaf);
     ev_exec ex = {w->vm, e->uid, NULL};
-    int rc = run_hooks(m->hooks, &e->buf);
+    int rc = run_hooks(m->hooks, &e->buf, &e->fresh);
     if (rc) {
         return rc;
     }
     pthread_mutex_lock(&m->lock);
     if (!m->grad) {
         ev_tensor *g = e->buf;
-        if (ev_tensor_is_unique(g) && ev_tensor_is_contiguous(g) &&
+        if ((e->fresh || ev_tensor_is_unique(g)) && ev_tensor_is_contiguous(g) &&
             ev_tensor_dtype(g) == ev_tensor_dtype(leaf)) {
             m->grad = ev_tensor_ref(g);
         } else {
@@ -295,10 +307,29 @@ static int accumulate(walk *w, entry *e)
     return rc;
 }
 
+/* Whether grads[i], made by node's backward from e's buffer, is the
+ * walk's alone: it shares elements with no saved tensor, and with the
+ * buffer only if that was fresh and no other of the node's gradients
+ * shares them too (add passes one gradient to both inputs). */
+static bool grad_is_fresh(const ev_ag_node *node, const entry *e, ev_tensor *const *grads, int i)
+{
+    for (int k = 0; k < node->n_saved; k++) {
+        if (node->saved[k].t && ev_tensor_same_storage(grads[i], node->saved[k].t)) {
+            return false;
+        }
+    }
+    for (int k = 0; k < node->n_next; k++) {
+        if (k != i && grads[k] && ev_tensor_same_storage(grads[i], grads[k])) {
+            return false;
+        }
+    }
+    return !ev_tensor_same_storage(grads[i], e->buf) || e->fresh;
+}
+
 static int run_node(walk *w, entry *e)
 {
     ev_ag_node *node = e->node;
-    int rc = run_hooks(node->hooks, &e->buf);
+    int rc = run_hooks(node->hooks, &e->buf, &e->fresh);
     if (rc) {
         return rc;
     }
@@ -315,9 +346,12 @@ static int run_node(walk *w, entry *e)
         ev_ag_node *child = node->next[i].node;
         entry *c = child ? lookup(w, child) : NULL;
         if (!rc && c && grads[i] && (!w->grad_of || c->needed)) {
-            rc = add_into(w->vm, node->thread_uid, node->bw_site, &c->buf, grads[i]);
+            rc = add_into(w->vm, node->thread_uid, node->bw_site, &c->buf, grads[i],
+                          grad_is_fresh(node, e, grads, i), &c->fresh);
             c->uid = node->thread_uid;
         }
+    }
+    for (int i = 0; i < node->n_next; i++) {
         ev_tensor_unref(grads[i]);
     }
     if (grads != small) {
@@ -347,9 +381,14 @@ static int execute(walk *w)
         if (e->buf) {
             if (e->capture >= 0 && !e->node->fn->backward) {
                 rc = run_hooks(e->node->leaf ? ev__ag_meta_of(e->node->leaf)->hooks : NULL,
-                               &e->buf);
+                               &e->buf, &e->fresh);
             } else {
                 rc = run_node(w, e);
+            }
+            if (e->capture < 0) {
+                /* Used: drop it now, so that what it shared with goes too. */
+                ev_tensor_unref(e->buf);
+                e->buf = NULL;
             }
         }
         for (int j = 0; j < e->node->n_next; j++) {
@@ -477,7 +516,9 @@ static int walk_run(const ev_exec *ex, const char *fn, int n, ev_tensor *const *
         rc = root_grad(ex, fn, i, outputs[i], grads ? grads[i] : NULL, &g);
         if (!rc) {
             entry *e = lookup(&w, roots[i]);
-            rc = add_into(ex->vm, ex->thread_uid, ex->site, &e->buf, g);
+            /* A gradient the caller passed is theirs; ones made here are not. */
+            rc = add_into(ex->vm, ex->thread_uid, ex->site, &e->buf, g,
+                          !(grads && grads[i]), &e->fresh);
             e->uid = ex->thread_uid;
             ev_tensor_unref(g);
         }

@@ -587,3 +587,22 @@ def test_linear_weight_gradient_arrives_contiguous():
     (x @ w.T).sum().backward()
     assert w.grad.is_contiguous()
     np.testing.assert_allclose(w.grad.numpy(), np.ones((8, 3)).T @ x.numpy(), rtol=1e-6)
+
+
+def test_grad_never_aliases_another_tensor():
+    a = ev.ones(3, requires_grad=True)
+    b = ev.ones(3, requires_grad=True)
+    (a + b).sum().backward()          # both get the same incoming gradient
+    a.grad.add_(1)
+    np.testing.assert_array_equal(b.grad.numpy(), [1, 1, 1])
+    x = ev.ones(3, requires_grad=True)
+    g = ev.ones(3)
+    x.backward(g)                     # the caller's gradient stays the caller's
+    g.add_(5)
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 1, 1])
+    w = ev.ones(2, 3, requires_grad=True)
+    seen = []
+    w.register_hook(lambda gr: seen.append(gr))
+    (w * 2).sum().backward()          # a hook kept the gradient: .grad is a copy
+    w.grad.add_(1)
+    np.testing.assert_array_equal(seen[0].numpy(), np.full((2, 3), 2.0))
