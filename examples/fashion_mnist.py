@@ -234,12 +234,13 @@ class Progress:
 
 def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentum=0.9,
           seed=0, prefetch=2, profile_epoch=None, progress=True, out=sys.stdout, save=None,
-          resume=None):
+          resume=None, stop_after=None):
     """Trains an MLP; returns (model, history, prof). history: one dict per
     epoch trained here (loss: mean training loss, seconds, samples_per_s).
     prof: the eagervm profile of epoch `profile_epoch` (0-based), or None.
     save: a checkpoint path written after each epoch; resume: one to start
-    from (its epochs count towards `epochs`)."""
+    from (its epochs count towards `epochs`); stop_after: leave after that
+    many epochs of this call (as an interrupted run would)."""
     rng = np.random.default_rng(seed)
     loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch, seed=seed)
     steps = epochs * loader.batches
@@ -256,7 +257,8 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
     bar = Progress(epochs, loader.batches, batch_size, out) if progress else None
     history, prof = [], None
     ev.synchronize()  # time the training, not the loading of the data set
-    for epoch in range(first, epochs):
+    last = epochs if stop_after is None else min(epochs, first + stop_after)
+    for epoch in range(first, last):
         if epoch == profile_epoch:
             prof = ev.profiler.profile(labels={loader.thread: "loader", 0: "training"})
             prof.start()

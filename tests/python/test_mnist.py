@@ -167,3 +167,23 @@ def test_real_fashion_mnist_subset():
     xs, ys = x[:2048], y[:2048]
     model, history, _ = fm.train(xs, ys, epochs=2, batch_size=128, progress=False)
     assert history[1]["loss"] < history[0]["loss"] < 2.3
+
+
+def test_save_and_resume_continue_the_same_run(tmp_path):
+    fm = load_example()
+    images, labels = synthetic(512, seed=2)
+    write_split(tmp_path, images, labels, "train")
+    x, y = mnist.load_fashion_mnist("train", root=str(tmp_path))
+    ckpt = str(tmp_path / "ckpt.safetensors")
+    _, whole, _ = fm.train(x, y, epochs=3, batch_size=64, seed=5, progress=False)
+    _, first, _ = fm.train(x, y, epochs=3, batch_size=64, seed=5, progress=False, save=ckpt,
+                           stop_after=2)
+    saved = ev.load(ckpt)
+    assert saved["epochs_done"] == 2 and set(saved["model"]) == {
+        "0.weight", "0.bias", "2.weight", "2.bias"}
+    model, rest, _ = fm.train(x, y, epochs=3, batch_size=64, seed=5, progress=False,
+                              resume=ckpt)
+    assert len(rest) == 1
+    losses = [h["loss"] for h in first + rest]
+    assert losses == pytest.approx([h["loss"] for h in whole], rel=1e-5)
+    assert model.accuracy(x, y) > 0.5
