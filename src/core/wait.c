@@ -13,6 +13,12 @@ static bool host_wait(ev_vm *vm, ev_dep d, int64_t deadline)
     if (d.seq == 0) {
         return true;
     }
+    /* Done already (the common case of a sync point): no clock read. */
+    if (ev__dep_done(vm, d)) {
+        ev__note_completed(atomic_load_explicit(&vm->workers[d.uid], memory_order_relaxed),
+                           d.seq);
+        return true;
+    }
     for (;;) {
         int64_t step = -1;
         if (vm->stall_timeout_ms) {
@@ -58,7 +64,10 @@ static int hand_out(ev_error *err, ev_error **err_out)
 /* Absolute deadline for a timeout in ms (UINT32_MAX = none). */
 static int64_t deadline_after(uint32_t timeout_ms)
 {
-    return timeout_ms == UINT32_MAX ? -1 : ev__now_ns() + (int64_t)timeout_ms * 1000000;
+    /* 0: a poll, whose deadline has passed already (0 ns), with no clock read. */
+    return timeout_ms == UINT32_MAX ? -1
+           : timeout_ms == 0        ? 0
+                                    : ev__now_ns() + (int64_t)timeout_ms * 1000000;
 }
 
 int ev_wait_obj(ev_vm *vm, ev_obj *obj, ev_error **err_out)
