@@ -136,7 +136,11 @@ int ev_wait_ticket(ev_vm *vm, ev_ticket t, ev_error **err_out)
 bool ev__wait_all(ev_vm *vm, int64_t deadline)
 {
     ev__run_deferred(vm);
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    /* Up to the highest started uid: a worker starts, under the submit lock,
+     * before its first instruction is issued, so the bound is as fresh as
+     * what it bounds. */
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    for (uint32_t u = 0; u < top && u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
             continue;
@@ -156,6 +160,12 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
 /* Takes the earliest failure no wait has handed out yet. */
 static ev_error *take_unreported(ev_vm *vm)
 {
+    /* No failure yet: nothing listed, and no lock taken. A worker counts a
+     * failure before it lists it and before it marks the instruction done,
+     * which the caller's wait has seen (acquire). */
+    if (!atomic_load_explicit(&vm->n_failed, memory_order_relaxed)) {
+        return NULL;
+    }
     pthread_mutex_lock(&vm->err_lock);
     ev_error *e = NULL;
     ev__link *l;
