@@ -1,8 +1,10 @@
 /* sort, argsort and topk along one dimension: a stable sort (radix, or merge
- * for short lines) of 64-bit order keys per line (the keys and the sort are shared with unique), or for
- * a small k a heap selection that picks the same elements in the same order;
- * lines split over the intra-op threads. Checks and shapes on the issuing
- * thread, one instruction per call. */
+ * for short lines) of order keys per line, 64-bit keys beside positions, or
+ * for float32 and the narrow integers 32-bit keys packed above them in one
+ * word (the keys and the sorts are shared with unique); or for a small k a
+ * heap selection that picks the same elements in the same order. Lines split
+ * over the intra-op threads. Checks and shapes on the issuing thread, one
+ * instruction per call. */
 /* GCC's -O2 cost model leaves the key loops scalar. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
