@@ -13,6 +13,12 @@ static bool host_wait(ev_vm *vm, ev_dep d, int64_t deadline)
     if (d.seq == 0) {
         return true;
     }
+    /* Done already (the common case of a sync point): no clock read. */
+    if (ev__dep_done(vm, d)) {
+        ev__note_completed(atomic_load_explicit(&vm->workers[d.uid], memory_order_relaxed),
+                           d.seq);
+        return true;
+    }
     for (;;) {
         int64_t step = -1;
         if (vm->stall_timeout_ms) {
@@ -58,7 +64,10 @@ static int hand_out(ev_error *err, ev_error **err_out)
 /* Absolute deadline for a timeout in ms (UINT32_MAX = none). */
 static int64_t deadline_after(uint32_t timeout_ms)
 {
-    return timeout_ms == UINT32_MAX ? -1 : ev__now_ns() + (int64_t)timeout_ms * 1000000;
+    /* 0: a poll, whose deadline has passed already (0 ns), with no clock read. */
+    return timeout_ms == UINT32_MAX ? -1
+           : timeout_ms == 0        ? 0
+                                    : ev__now_ns() + (int64_t)timeout_ms * 1000000;
 }
 
 int ev_wait_obj(ev_vm *vm, ev_obj *obj, ev_error **err_out)
@@ -127,7 +136,11 @@ int ev_wait_ticket(ev_vm *vm, ev_ticket t, ev_error **err_out)
 bool ev__wait_all(ev_vm *vm, int64_t deadline)
 {
     ev__run_deferred(vm);
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    /* Up to the highest started uid: a worker starts, under the submit lock,
+     * before its first instruction is issued, so the bound is as fresh as
+     * what it bounds. */
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    for (uint32_t u = 0; u < top && u <= vm->limit; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
             continue;
@@ -147,6 +160,12 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
 /* Takes the earliest failure no wait has handed out yet. */
 static ev_error *take_unreported(ev_vm *vm)
 {
+    /* No failure yet: nothing listed, and no lock taken. A worker counts a
+     * failure before it lists it and before it marks the instruction done,
+     * which the caller's wait has seen (acquire). */
+    if (!atomic_load_explicit(&vm->n_failed, memory_order_relaxed)) {
+        return NULL;
+    }
     pthread_mutex_lock(&vm->err_lock);
     ev_error *e = NULL;
     ev__link *l;

@@ -206,6 +206,36 @@ static void uq_row(char **p, const int64_t *s, int64_t n, void *user)
     u->at += n;
 }
 
+typedef struct uq_load_packed {
+    uint64_t *w;
+    ev_dtype dtype;
+    int64_t at;
+} uq_load_packed;
+
+static void uq_row_packed(char **p, const int64_t *s, int64_t n, void *user)
+{
+    uq_load_packed *u = user;
+    ev__sort_load_packed(u->w + u->at, p[0], u->dtype, s[0], n, u->at);
+    u->at += n;
+}
+
+/* The sorted (key, C-order position) pairs of unique: packed words (see
+ * ev__sort_packable) or items. */
+typedef struct uq_sorted {
+    uint64_t *w;
+    ev__sort_item *items;
+} uq_sorted;
+
+static inline uint64_t uq_key(const uq_sorted *q, int64_t i)
+{
+    return q->w ? q->w[i] >> 32 : q->items[i].key;
+}
+
+static inline int64_t uq_pos(const uq_sorted *q, int64_t i)
+{
+    return q->w ? (int64_t)(uint32_t)q->w[i] : q->items[i].idx;
+}
+
 typedef struct uq_arg {
     ev_tensor *out[3];  /* referenced: values, inverse, counts (NULL when not asked) */
     void *buf[3];       /* owned: their contents, in order */
@@ -255,27 +285,38 @@ int ev_unique(const ev_exec *ex, ev_tensor *x, int sorted, int return_inverse, i
     size_t esz = ev__dsize(x->dtype);
     uq_arg a;
     memset(&a, 0, sizeof a);
-    ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(2 * n + 1));
-    if (!items) {
+    /* The keys in C order, sorted stably: each run of equal keys starts with
+     * the first occurrence of its value. */
+    uq_sorted q = {NULL, NULL};
+    int packed = ev__sort_packable(x->dtype, n);
+    void *sort_buf = packed ? ev__malloc(sizeof(uint64_t) * (size_t)(2 * n + 1))
+                            : ev__malloc(sizeof(ev__sort_item) * (size_t)(2 * n + 1));
+    if (!sort_buf) {
         return ev__set_message(EV_ENOMEM, "%s: cannot allocate a sort buffer for %lld "
                                "elements", name, (long long)n);
     }
-    /* The keys in C order, sorted stably: each run of equal keys starts with
-     * the first occurrence of its value. */
     ev__iter it;
     ev__iter_init(&it, 1, &x);
-    uq_load ld = {items, x->dtype, 0};
-    ev__iter_rows(&it, uq_row, &ld);
-    ev__sort_items(items, items + n, n);
+    if (packed) {
+        q.w = sort_buf;
+        uq_load_packed ld = {q.w, x->dtype, 0};
+        ev__iter_rows(&it, uq_row_packed, &ld);
+        ev__sort_words(q.w, q.w + n, n);
+    } else {
+        q.items = sort_buf;
+        uq_load ld = {q.items, x->dtype, 0};
+        ev__iter_rows(&it, uq_row, &ld);
+        ev__sort_items(q.items, q.items + n, n);
+    }
     int64_t u = 0;
     for (int64_t i = 0; i < n; i++) {
-        u += i == 0 || items[i].key != items[i - 1].key;
+        u += i == 0 || uq_key(&q, i) != uq_key(&q, i - 1);
     }
     a.buf[0] = ev__malloc(esz * (size_t)(u ? u : 1));
     a.buf[1] = return_inverse ? ev__malloc(sizeof(int64_t) * (size_t)(n ? n : 1)) : NULL;
     a.buf[2] = return_counts ? ev__malloc(sizeof(int64_t) * (size_t)(u ? u : 1)) : NULL;
     if (!a.buf[0] || (return_inverse && !a.buf[1]) || (return_counts && !a.buf[2])) {
-        ev__free(items);
+        ev__free(sort_buf);
         uq_drop(&a);
         return ev__set_message(EV_ENOMEM, "%s: cannot allocate the results for %lld elements",
                                name, (long long)n);
@@ -284,21 +325,27 @@ int ev_unique(const ev_exec *ex, ev_tensor *x, int sorted, int return_inverse, i
     int64_t *inv = a.buf[1], *cnt = a.buf[2];
     int64_t j = -1;
     for (int64_t i = 0; i < n; i++) {
-        if (i == 0 || items[i].key != items[i - 1].key) {
+        if (i == 0 || uq_key(&q, i) != uq_key(&q, i - 1)) {
             j++;
-            ev__copy_elem(vals + (size_t)j * esz, flat_ptr(x, items[i].idx), esz);
+            /* A packed key is its value (read from x, a random access, only
+             * for the keys of several values: a zero's sign, a NaN's bits);
+             * the first occurrence's element otherwise. */
+            char *vj = vals + (size_t)j * esz;
+            if (!packed || !ev__sort_unpack_value((uint32_t)uq_key(&q, i), x->dtype, vj)) {
+                ev__copy_elem(vj, flat_ptr(x, uq_pos(&q, i)), esz);
+            }
             if (cnt) {
                 cnt[j] = 0;
             }
         }
         if (inv) {
-            inv[items[i].idx] = j;
+            inv[uq_pos(&q, i)] = j;
         }
         if (cnt) {
             cnt[j]++;
         }
     }
-    ev__free(items);
+    ev__free(sort_buf);
     rc = ev__tensor_new(name, ex, x->dtype, 1, &u, &a.out[0]);
     if (rc == 0 && return_inverse) {
         rc = ev__tensor_new(name, ex, EV_INT64, x->ndim, x->shape, &a.out[1]);

@@ -94,6 +94,12 @@ typedef struct idx_arg {
     ev_tensor *x, *index, *src, *out;  /* referenced; src only for scatter_add */
     int dim;
     const char *name;                  /* static */
+    /* index_select's new output, by pointer only (out is NULL there): the
+     * engine keeps its storage until the kernel has run, and a result the
+     * program drops at once leaves its block to the stream's next op (see
+     * dense_copy_arg in src/tensor/copy.c). Its shape is x's with
+     * index->numel along dim. */
+    char *O;
 } idx_arg;
 _Static_assert(sizeof(idx_arg) <= EV_INLINE_ARG_SIZE, "idx_arg must travel inline");
 
@@ -124,16 +130,15 @@ static void idx_drop(void *p)
 #define IBLOCK 512
 /* Elements (picked or added) below which an op runs on its worker alone. */
 #define INDEX_GRAIN ((int64_t)1 << 15)
-/* Bytes of whole rows (index_select) below which the copy runs alone: a
- * hand-off to the pool costs more than it saves on copies from the caches
- * (512 KiB of rows took 10 us alone, 13-25 us split in two). Rows picked
- * from a tensor much larger than the caches (a data set, as a data loader's
- * batches) come from memory and are latency-bound: there two threads fetch
- * twice as many at once (128 random rows of 60000 x 784 float32: 40 us
- * alone, 34 split), from a smaller grain on. */
-#define ROWS_GRAIN_BYTES ((int64_t)1 << 20)
-#define ROWS_GRAIN_BYTES_COLD ((int64_t)1 << 17)
-#define COLD_SOURCE_BYTES ((int64_t)64 << 20)
+/* Bytes of whole rows (index_select) below which the copy runs alone. Rows
+ * from the caches copy at one thread's memcpy speed (128 random 4 KiB rows of
+ * a 4 MiB tensor: 8 us), which two threads halve: split from 2 x 128 KiB on,
+ * 512 KiB of rows took 12.5 us alone, 10 split (hand-off included). Rows
+ * picked from a tensor much larger than the caches (a data set, as a data
+ * loader's batches) come from memory and are latency-bound: there two
+ * threads fetch twice as many at once (128 random rows of 60000 x 784
+ * float32: 40 us alone, 34 split). */
+#define ROWS_GRAIN_BYTES ((int64_t)1 << 17)
 
 /* n indices at p (stride bytes apart, dtype d) as int64: p itself when it
  * already is a contiguous int64 run, else converted into buf. */
@@ -496,16 +501,24 @@ static void select_rows(int64_t lo, int64_t hi, void *ctx)
 static int index_select_kernel(void *p, ev_kctx *kc)
 {
     idx_arg *a = p;
-    const ev_tensor *x = a->x, *o = a->out, *ix = a->index;
-    if (o->numel == 0) {
+    const ev_tensor *x = a->x, *ix = a->index;
+    int64_t n_idx = ix->numel;
+    /* The output's (C-contiguous) shape: x's with n_idx along dim; a 0-d x
+     * gives the index's. */
+    int ond = x->ndim ? x->ndim : ix->ndim;
+    int64_t oshape[EV_MAX_DIMS], onumel = 1;
+    for (int d = 0; d < ond; d++) {
+        oshape[d] = x->ndim && d != a->dim ? x->shape[d] : n_idx;
+        onumel *= oshape[d];
+    }
+    if (onumel == 0) {
         return 0;
     }
     size_t esz = ev__dsize(x->dtype);
     int64_t size, xs;
     dim_info(x, a->dim, &size, &xs);
     int64_t istride = ix->ndim ? ix->strides[0] * (int64_t)ev__dsize(ix->dtype) : 0;
-    char *X = ev__tensor_ptr(x), *O = ev__tensor_ptr(o), *I = ev__tensor_ptr(ix);
-    int64_t n_idx = ix->numel;
+    char *X = ev__tensor_ptr(x), *O = a->O, *I = ev__tensor_ptr(ix);
     /* Every index is checked (and widened, when it is not a contiguous int64
      * run) once, before anything is copied. */
     int64_t *buf = NULL;
@@ -549,24 +562,26 @@ static int index_select_kernel(void *p, ev_kctx *kc)
             .O = O, .X = X, .row_bytes = (size_t)inner * esz, .n_idx = n_idx, .v = v,
             .xs = xs, .size = size, .outer_nd = a->dim, .outer_shape = x->shape, .outer_strides = outer_str,
         };
-        int64_t rows = o->numel / (inner > 0 ? inner : 1);
+        int64_t rows = onumel / (inner > 0 ? inner : 1);
         int64_t row_bytes = inner * (int64_t)esz;
-        int64_t gb = x->numel * (int64_t)esz >= COLD_SOURCE_BYTES ? ROWS_GRAIN_BYTES_COLD
-                                                                 : ROWS_GRAIN_BYTES;
-        int64_t grain = row_bytes >= 256 ? (gb + row_bytes - 1) / row_bytes
+        int64_t grain = row_bytes >= 256 ? (ROWS_GRAIN_BYTES + row_bytes - 1) / row_bytes
                                          : (INDEX_GRAIN + inner - 1) / inner;
         ev__parallel_for(rows, grain, select_rows, &s);
         ev__free(buf);
         return 0;
     }
     int64_t str[2][EV_MAX_DIMS] = {{0}};
-    byte_strides(o, -1, str[0]);
+    int64_t ost = (int64_t)esz;
+    for (int d = ond - 1; d >= 0; d--) {
+        str[0][d] = ost;
+        ost *= oshape[d];
+    }
     byte_strides(x, a->dim, str[1]);
     int64_t idx[EV_MAX_DIMS] = {0}, off[2] = {0, 0};
-    for (int64_t e = 0; e < o->numel; e++) {
-        int64_t j = o->ndim ? idx[a->dim] : 0;
+    for (int64_t e = 0; e < onumel; e++) {
+        int64_t j = ond ? idx[a->dim] : 0;
         ev__copy_elem(O + off[0], X + off[1] + v[j] * xs, esz);
-        advance(o->ndim, o->shape, idx, 2, (const int64_t(*)[EV_MAX_DIMS])str, off);
+        advance(ond, oshape, idx, 2, (const int64_t(*)[EV_MAX_DIMS])str, off);
     }
     ev__free(buf);
     return 0;
@@ -865,7 +880,16 @@ int ev_index_select(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index, 
     if ((rc = ev__tensor_new(name, ex, x->dtype, nd, shape, &dst))) {
         return rc;
     }
-    if ((rc = issue(ex, name, index_select_kernel, x, index, NULL, dst, x->ndim ? d : 0))) {
+    idx_arg a = {
+        .x = ev_tensor_ref(x),
+        .index = ev_tensor_ref(index),
+        .dim = x->ndim ? d : 0,
+        .name = name,
+        .O = ev__tensor_ptr(dst),
+    };
+    ev_tensor *reads[2] = {x, index};
+    if ((rc = ev__submit(ex, name, index_select_kernel, &a, sizeof a, idx_drop, reads, 2, &dst,
+                         1))) {
         ev_tensor_unref(dst);
         return rc;
     }

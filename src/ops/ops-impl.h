@@ -129,5 +129,18 @@ void ev__sort_load(ev__sort_item *items, const char *src, ev_dtype dt, int64_t s
 /* Sorts items[0..n) by key, ascending and stable (equal keys keep their
  * order); scratch has room for n items. */
 void ev__sort_items(ev__sort_item *items, ev__sort_item *scratch, int64_t n);
+/* The packed form (sort.c): for float32 and the integers of 4 bytes or
+ * fewer, and n <= 2^32, a 32-bit key above the 32-bit position in one word,
+ * whose unsigned order is the stable order. ev__sort_packable says whether
+ * dt and n allow it; ev__sort_load_packed loads n words (positions first,
+ * first + 1, ..., below 2^32); ev__sort_words sorts them ascending (scratch
+ * has room for n); ev__sort_unpack_value writes the value of a key in dt to
+ * out, or returns 0 for the keys that stand for more than one value (zero
+ * and NaN of float32), whose element must then be read. */
+int ev__sort_packable(ev_dtype dt, int64_t n);
+void ev__sort_load_packed(uint64_t *w, const char *src, ev_dtype dt, int64_t stride, int64_t n,
+                          int64_t first);
+void ev__sort_words(uint64_t *w, uint64_t *scratch, int64_t n);
+int ev__sort_unpack_value(uint32_t key, ev_dtype dt, void *out);
 
 #endif

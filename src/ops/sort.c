@@ -1,8 +1,15 @@
 /* sort, argsort and topk along one dimension: a stable sort (radix, or merge
- * for short lines) of 64-bit order keys per line (the keys and the sort are shared with unique), or for
- * a small k a heap selection that picks the same elements in the same order;
- * lines split over the intra-op threads. Checks and shapes on the issuing
- * thread, one instruction per call. */
+ * for short lines) of order keys per line, 64-bit keys beside positions, or
+ * for float32 and the narrow integers 32-bit keys packed above them in one
+ * word (the keys and the sorts are shared with unique); or for a small k a
+ * heap selection that picks the same elements in the same order. Lines split
+ * over the intra-op threads. Checks and shapes on the issuing thread, one
+ * instruction per call. */
+/* GCC's -O2 cost model leaves the key loops scalar. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#endif
+
 #include <stdatomic.h>
 #include <string.h>
 
@@ -126,6 +133,197 @@ void ev__sort_items(ev__sort_item *a, ev__sort_item *scratch, int64_t n)
     }
 }
 
+/* ------------------------------------------------------- packed words
+ *
+ * Keys of at most 32 bits (float32, and the integers and bool of 4 bytes or
+ * fewer) go in the high half of one 64-bit word, the position in the low
+ * half. The words are distinct and their unsigned order is the stable
+ * order of the elements, so any sort of them is stable; they move half the
+ * bytes of items, and a radix sort passes over the key's four bytes only.
+ * The keys order as the 64-bit items' keys do (float32 -> float64 keeps
+ * order; -0.0 is +0.0, every NaN one key above +inf). */
+
+#define KEY32_SIGN ((uint32_t)1 << 31)
+
+int ev__sort_packable(ev_dtype dt, int64_t n)
+{
+    return n <= (int64_t)UINT32_MAX + 1 &&
+           (dt == EV_FLOAT32 || (!ev_dtype_is_float(dt) && ev__dsize(dt) <= 4));
+}
+
+#define LOAD_PACKED(T, KEY)                                                     \
+    for (int64_t i = 0; i < n; i++) {                                           \
+        T v_;                                                                   \
+        memcpy(&v_, src + i * stride, sizeof v_);                               \
+        w[i] = (uint64_t)(KEY) << 32 | (uint64_t)(uint32_t)(first + i);         \
+    }
+
+/* IEEE order as unsigned order without branches: negatives flipped whole,
+ * positives' sign bit set; both zeros +0.0's key, every NaN the largest. */
+static inline uint32_t f32_key(uint32_t b)
+{
+    uint32_t mag = b & ~KEY32_SIGN;
+    uint32_t k = b ^ ((uint32_t)((int32_t)b >> 31) | KEY32_SIGN);
+    k = mag == 0 ? KEY32_SIGN : k;
+    return mag > 0x7f800000u ? UINT32_MAX : k;
+}
+
+/* The common case, contiguous float32, in a loop the compiler vectorises. */
+EV__SIMD_CLONES static void load_f32_dense(uint64_t *restrict w, const uint32_t *restrict x,
+                                           int64_t n, uint32_t first)
+{
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = (uint64_t)f32_key(x[i]) << 32 | (uint32_t)(first + (uint32_t)i);
+    }
+}
+
+void ev__sort_load_packed(uint64_t *w, const char *src, ev_dtype dt, int64_t stride, int64_t n,
+                          int64_t first)
+{
+    if (dt == EV_FLOAT32 && stride == 4) {
+        load_f32_dense(w, (const uint32_t *)(const void *)src, n, (uint32_t)first);
+        return;
+    }
+    switch (dt) {
+    case EV_FLOAT32: LOAD_PACKED(uint32_t, f32_key(v_)); break;
+    case EV_INT32: LOAD_PACKED(int32_t, (uint32_t)v_ ^ KEY32_SIGN); break;
+    case EV_INT16: LOAD_PACKED(int16_t, (uint32_t)(int32_t)v_ ^ KEY32_SIGN); break;
+    case EV_INT8: LOAD_PACKED(int8_t, (uint32_t)(int32_t)v_ ^ KEY32_SIGN); break;
+    default: LOAD_PACKED(uint8_t, (uint32_t)v_); break; /* uint8, bool */
+    }
+}
+
+int ev__sort_unpack_value(uint32_t key, ev_dtype dt, void *out)
+{
+    if (dt == EV_FLOAT32) {
+        if (key == UINT32_MAX || key == KEY32_SIGN) {
+            return 0; /* NaN or zero: which one is the element's own */
+        }
+        uint32_t b = (key & KEY32_SIGN) ? key ^ KEY32_SIGN : ~key;
+        memcpy(out, &b, 4);
+        return 1;
+    }
+    int32_t v = dt == EV_UINT8 || dt == EV_BOOL ? (int32_t)key : (int32_t)(key ^ KEY32_SIGN);
+    switch (ev__dsize(dt)) {
+    case 1: *(uint8_t *)out = (uint8_t)v; break;
+    case 2: {
+        int16_t h = (int16_t)v;
+        memcpy(out, &h, 2);
+        break;
+    }
+    default: memcpy(out, &v, 4); break;
+    }
+    return 1;
+}
+
+/* Words are sorted by insertion up to a longer run than items: each
+ * insertion costs one mispredicted branch, and the shifts of 8-byte words
+ * are cheap (32 x 32 float32: 3.9 us with 16, 3.2 with 32, 4.9 with 8). */
+#define INSERTION_MAX_WORDS 32
+
+static void merge_sort_words(uint64_t *a, uint64_t *scratch, int64_t n)
+{
+    if (n <= INSERTION_MAX_WORDS) {
+        for (int64_t i = 1; i < n; i++) {
+            uint64_t v = a[i];
+            int64_t j = i;
+            for (; j > 0 && a[j - 1] > v; j--) {
+                a[j] = a[j - 1];
+            }
+            a[j] = v;
+        }
+        return;
+    }
+    int64_t h = n / 2;
+    merge_sort_words(a, scratch, h);
+    merge_sort_words(a + h, scratch, n - h);
+    if (a[h - 1] < a[h]) {
+        return;
+    }
+    /* As merge_sort; the words are distinct, so no tie to order. */
+    memcpy(scratch, a, sizeof *a * (size_t)h);
+    int64_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        uint64_t x = scratch[i], y = a[j];
+        int take_y = y < x;
+        a[k++] = take_y ? y : x;
+        j += take_y;
+        i += !take_y;
+    }
+    while (i < h) {
+        a[k++] = scratch[i++];
+    }
+}
+
+static void radix_sort_words(uint64_t *a, uint64_t *tmp, int64_t n)
+{
+    int64_t count[4][256];
+    memset(count, 0, sizeof count);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = a[i] >> 32;
+        count[0][k & 0xff]++;
+        count[1][(k >> 8) & 0xff]++;
+        count[2][(k >> 16) & 0xff]++;
+        count[3][k >> 24]++;
+    }
+    uint64_t *src = a, *dst = tmp;
+    for (int b = 0; b < 4; b++) {
+        int64_t *c = count[b];
+        int sh = 32 + 8 * b;
+        if (c[(src[0] >> sh) & 0xff] == n) {
+            continue; /* a byte every key shares */
+        }
+        int64_t off = 0;
+        for (int v = 0; v < 256; v++) {
+            int64_t m = c[v];
+            c[v] = off;
+            off += m;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            dst[c[(src[i] >> sh) & 0xff]++] = src[i];
+        }
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) {
+        memcpy(a, src, sizeof *a * (size_t)n);
+    }
+}
+
+/* Between these lengths, words are placed by rank: each word's place is the
+ * count of words below it (they are distinct), a loop of compares without a
+ * branch on the data that the compiler vectorises (float32 lines of 32:
+ * 2.0 ns an element, 2.5 by insertion; shorter lines insert faster, longer
+ * ones merge faster). */
+#define RANK_MIN 17
+#define RANK_MAX 48
+
+EV__SIMD_CLONES static void rank_sort_words(uint64_t *restrict w, uint64_t *restrict out,
+                                            int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = w[i];
+        int64_t r = 0;
+        for (int64_t j = 0; j < n; j++) {
+            r += w[j] < v;
+        }
+        out[r] = v;
+    }
+    memcpy(w, out, sizeof *w * (size_t)n);
+}
+
+void ev__sort_words(uint64_t *w, uint64_t *scratch, int64_t n)
+{
+    if (n >= RADIX_MIN) {
+        radix_sort_words(w, scratch, n);
+    } else if (n >= RANK_MIN && n <= RANK_MAX) {
+        rank_sort_words(w, scratch, n);
+    } else {
+        merge_sort_words(w, scratch, n);
+    }
+}
+
 /* ------------------------------------------------------------- selection
  *
  * topk with k much smaller than the line need not sort it all: a max-heap
@@ -209,21 +407,67 @@ typedef struct sort_job {
     atomic_int failed;
 } sort_job;
 
+/* Lines [lo, hi) of a full sort (not a selection) of a packable dtype; idx
+ * and off are line lo's (ev__lines_seek). */
+static void sort_lines_packed(sort_job *j, int64_t lo, int64_t hi, int64_t *idx, int64_t *off)
+{
+    const sort_arg *a = j->a;
+    const ev__lines *l = &j->lines;
+    int64_t len = l->len[0];
+    uint64_t *w = ev__malloc(sizeof *w * (size_t)(2 * len + 1));
+    if (!w) {
+        atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
+        return;
+    }
+    size_t esz = ev__dsize(a->x->dtype);
+    for (int64_t line = lo; line < hi; line++) {
+        const char *xl = l->data[0] + off[0];
+        ev__sort_load_packed(w, xl, a->x->dtype, l->step[0], len, 0);
+        if (a->descending) {
+            /* Reversed keys (NaN first), the positions kept: ties in order. */
+            for (int64_t i = 0; i < len; i++) {
+                w[i] ^= (uint64_t)UINT32_MAX << 32;
+            }
+        }
+        ev__sort_words(w, w + len, len);
+        if (l->data[1]) {
+            char *vl = l->data[1] + off[1];
+            for (int64_t i = 0; i < a->k; i++) {
+                ev__copy_elem(vl + i * l->step[1], xl + (int64_t)(uint32_t)w[i] * l->step[0],
+                              esz);
+            }
+        }
+        if (l->data[2]) {
+            char *il = l->data[2] + off[2];
+            for (int64_t i = 0; i < a->k; i++) {
+                int64_t pos = (int64_t)(uint32_t)w[i];
+                memcpy(il + i * l->step[2], &pos, sizeof pos);
+            }
+        }
+        ev__lines_next(l, idx, off);
+    }
+    ev__free(w);
+}
+
 static void sort_lines(int64_t lo, int64_t hi, void *p)
 {
     sort_job *j = p;
     const sort_arg *a = j->a;
     const ev__lines *l = &j->lines;
     int64_t len = l->len[0];
+    size_t esz = ev__dsize(a->x->dtype);
+    int64_t idx[EV_MAX_DIMS], off[3];
+    ev__lines_seek(l, lo, idx, off);
+    if (a->k * SELECT_RATIO > len && ev__sort_packable(a->x->dtype, len)) {
+        sort_lines_packed(j, lo, hi, idx, off);
+        return;
+    }
     ev__sort_item *items = ev__malloc(sizeof *items * (size_t)(2 * len + 1));
     if (!items) {
         atomic_store_explicit(&j->failed, 1, memory_order_relaxed);
         return;
     }
     ev__sort_item *scratch = items + len;
-    size_t esz = ev__dsize(a->x->dtype);
-    int64_t idx[EV_MAX_DIMS], off[3];
-    ev__lines_seek(l, lo, idx, off);
     for (int64_t line = lo; line < hi; line++) {
         const char *xl = l->data[0] + off[0];
         ev__sort_load(items, xl, a->x->dtype, l->step[0], len, 0);

@@ -1,9 +1,10 @@
 /* Creation: empty, zeros, ones, full, arange, linspace, eye. Each checks its
  * arguments and allocates on the calling thread, then issues one instruction
  * that writes the new tensor. */
-/* GCC's -O2 cost model leaves the generating loops scalar. */
+/* GCC's -O2 cost model leaves the generating loops scalar; fp-contract=off
+ * keeps start + i * step two roundings in every SIMD clone (no FMA). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "fp-contract=off")
 #endif
 
 #include <math.h>
@@ -85,8 +86,14 @@ int ev_full(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
 
 enum { SEQ_INT, SEQ_FLOAT, SEQ_LINSPACE, SEQ_EYE };
 
+/* Pointers only, as the dense copies and fills (see dense_copy_arg in
+ * copy.c): the engine keeps the storage until the instruction has run, and
+ * a result the program drops at once then leaves its block to the stream's
+ * next large op. */
 typedef struct seq_arg {
-    ev_tensor *t; /* referenced; new and contiguous */
+    char *dst; /* the new tensor's data, contiguous */
+    int64_t numel, rows, cols; /* rows, cols: eye's */
+    ev_dtype dtype;
     int mode;
     int64_t istart, istep;
     double fstart, fstep, fstop;
@@ -95,71 +102,108 @@ typedef struct seq_arg {
 /* Elements below which a sequence is written by its worker alone (the
  * hand-off to the pool costs more than it saves below about 1 MiB). */
 #define SEQ_GRAIN ((int64_t)1 << 17)
+/* eye's rows are a memset: split by bytes, as the fills are. */
+#define EYE_GRAIN_BYTES ((int64_t)1 << 20)
+/* Elements generated per call of a block loop below. */
+#define SEQ_BLOCK 512
 
-static void seq_drop(void *p)
+/* Built for AVX2 and AVX-512 too, as the fills (FILL_CLONES in copy.c). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define SEQ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SEQ_CLONES
+#endif
+
+/* o[j] = v + j * step in wrapping unsigned arithmetic (the values are in
+ * range by construction, the intermediate products need not be), stepped
+ * by addition (no vector 64-bit multiply below AVX-512). */
+SEQ_CLONES static void seq_ints(int64_t *restrict o, int64_t m, uint64_t v, uint64_t step)
 {
-    ev_tensor_unref(((seq_arg *)p)->t);
+    for (int64_t j = 0; j < m; j++) {
+        o[j] = (int64_t)v;
+        v += step;
+    }
+}
+
+/* o[j] = start + (base + j) * step, j < m <= SEQ_BLOCK, rounded once to the
+ * dtype: base + j is exact (integers below 2^53, as every position is), and
+ * j counts in int32, which every vector width converts to double. */
+SEQ_CLONES static void seq_f64(double *restrict o, int m, double base, double start,
+                               double step)
+{
+    for (int j = 0; j < m; j++) {
+        o[j] = start + (base + (double)j) * step;
+    }
+}
+
+SEQ_CLONES static void seq_f32(float *restrict o, int m, double base, double start,
+                               double step)
+{
+    for (int j = 0; j < m; j++) {
+        o[j] = (float)(start + (base + (double)j) * step);
+    }
+}
+
+/* Writes the rows [lo, hi) of eye. */
+static void eye_range(const seq_arg *a, int64_t lo, int64_t hi)
+{
+    int64_t cols = a->cols, size = (int64_t)ev__dsize(a->dtype);
+    memset(a->dst + lo * cols * size, 0, (size_t)((hi - lo) * cols * size));
+    int64_t end = hi < cols ? hi : cols; /* rows with a diagonal element */
+    if (end > lo) {
+        ev__cast_strided(a->dst + lo * (cols + 1) * size, a->dtype, (cols + 1) * size,
+                         &(int64_t){1}, EV_INT64, 0, end - lo);
+    }
 }
 
 /* Writes elements [lo, hi) of a sequence (rows [lo, hi) of eye). */
 static void seq_range(int64_t lo, int64_t hi, void *ctx)
 {
     const seq_arg *a = ctx;
-    ev_tensor *t = a->t;
-    char *dst = ev__tensor_ptr(t);
-    int64_t n = t->numel, size = (int64_t)ev__dsize(t->dtype);
     if (a->mode == SEQ_EYE) {
-        int64_t cols = t->shape[1];
-        memset(dst + lo * cols * size, 0, (size_t)((hi - lo) * cols * size));
-        int64_t end = hi < cols ? hi : cols; /* rows with a diagonal element */
-        if (end > lo) {
-            ev__cast_strided(dst + lo * (cols + 1) * size, t->dtype, (cols + 1) * size,
-                             &(int64_t){1}, EV_INT64, 0, end - lo);
-        }
+        eye_range(a, lo, hi);
         return;
     }
-    /* Generated in int64 or float64 blocks (in place when that is the
-     * dtype), then converted to it. */
-    enum { B = 512 };
-    int64_t ibuf[B];
-    double fbuf[B];
-    int is_int = ev_dtype_get_info(t->dtype)->kind != EV_KIND_FLOAT;
-    for (int64_t i0 = lo; i0 < hi; i0 += B) {
-        int64_t m = hi - i0 < B ? hi - i0 : B;
+    char *dst = a->dst;
+    int64_t n = a->numel, size = (int64_t)ev__dsize(a->dtype);
+    ev_dtype dt = a->dtype;
+    /* int64 and the floats are written in place; the other dtypes are made
+     * in int64 or float64 blocks, then converted to them. */
+    int64_t ibuf[SEQ_BLOCK];
+    double fbuf[SEQ_BLOCK];
+    int is_int = ev_dtype_get_info(dt)->kind != EV_KIND_FLOAT;
+    for (int64_t i0 = lo; i0 < hi; i0 += SEQ_BLOCK) {
+        int m = (int)(hi - i0 < SEQ_BLOCK ? hi - i0 : SEQ_BLOCK);
+        char *out = dst + i0 * size;
         if (a->mode == SEQ_INT) {
-            int64_t *o = t->dtype == EV_INT64 ? (int64_t *)(void *)(dst + i0 * size) : ibuf;
-            /* Unsigned arithmetic: the values are in range by construction,
-             * the intermediate products need not be. Stepped by addition
-             * (the baseline x86-64 has no vector 64-bit multiply). */
             uint64_t v = (uint64_t)a->istart + (uint64_t)i0 * (uint64_t)a->istep;
-            for (int64_t j = 0; j < m; j++) {
-                o[j] = (int64_t)v;
-                v += (uint64_t)a->istep;
-            }
+            int64_t *o = dt == EV_INT64 ? (int64_t *)(void *)out : ibuf;
+            seq_ints(o, m, v, (uint64_t)a->istep);
             if (o == ibuf) {
-                ev__cast_strided(dst + i0 * size, t->dtype, size, ibuf, EV_INT64, 8, m);
+                ev__cast_strided(out, dt, size, ibuf, EV_INT64, 8, m);
             }
             continue;
         }
-        double *o = t->dtype == EV_FLOAT64 ? (double *)(void *)(dst + i0 * size) : fbuf;
-        /* The position counted in a double (exact below 2^53, as every
-         * length is): no vector int64 -> double conversion either. */
-        double pos = (double)i0;
-        for (int64_t j = 0; j < m; j++) {
-            o[j] = a->fstart + pos * a->fstep;
-            pos += 1.0;
+        int last = a->mode == SEQ_LINSPACE && i0 + m == n && n > 1; /* stop, exactly */
+        if (dt == EV_FLOAT32) {
+            seq_f32((float *)(void *)out, m, (double)i0, a->fstart, a->fstep);
+            if (last) {
+                ((float *)(void *)out)[m - 1] = (float)a->fstop;
+            }
+            continue;
         }
-        if (a->mode == SEQ_LINSPACE) {
-            if (i0 + m == n && n > 1) {
-                o[m - 1] = a->fstop;
-            }
-            /* NumPy 2 rounds linspace toward -inf for integer dtypes. */
-            for (int64_t j = 0; is_int && j < m; j++) {
-                o[j] = floor(o[j]);
-            }
+        double *o = dt == EV_FLOAT64 ? (double *)(void *)out : fbuf;
+        seq_f64(o, m, (double)i0, a->fstart, a->fstep);
+        if (last) {
+            o[m - 1] = a->fstop;
+        }
+        /* NumPy 2 rounds linspace toward -inf for integer dtypes. */
+        for (int j = 0; a->mode == SEQ_LINSPACE && is_int && j < m; j++) {
+            o[j] = floor(o[j]);
         }
         if (o == fbuf) {
-            ev__cast_strided(dst + i0 * size, t->dtype, size, fbuf, EV_FLOAT64, 8, m);
+            ev__cast_strided(out, dt, size, fbuf, EV_FLOAT64, 8, m);
         }
     }
 }
@@ -168,14 +212,14 @@ static int seq_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
     seq_arg *a = p;
-    if (a->t->numel == 0) {
+    if (a->numel == 0) {
         return 0;
     }
     if (a->mode == SEQ_EYE) {
-        int64_t cols = a->t->shape[1];
-        ev__parallel_for(a->t->shape[0], (SEQ_GRAIN + cols - 1) / cols, seq_range, a);
+        int64_t row_bytes = a->cols * (int64_t)ev__dsize(a->dtype);
+        ev__parallel_for(a->rows, (EYE_GRAIN_BYTES + row_bytes - 1) / row_bytes, seq_range, a);
     } else {
-        ev__parallel_for(a->t->numel, SEQ_GRAIN, seq_range, a);
+        ev__parallel_for(a->numel, SEQ_GRAIN, seq_range, a);
     }
     return 0;
 }
@@ -186,12 +230,17 @@ static int seq_submit(const ev_exec *ex, const char *fn, seq_arg *a, ev_dtype dt
     if (!out) {
         return ev__set_message(EV_EINVAL, "%s: out is NULL", fn);
     }
-    int rc = new_checked(fn, ex, dtype, ndim, shape, &a->t);
+    ev_tensor *t;
+    int rc = new_checked(fn, ex, dtype, ndim, shape, &t);
     if (rc) {
         return rc;
     }
-    ev_tensor *t = ev_tensor_ref(a->t);
-    rc = ev__submit(ex, fn, seq_kernel, a, sizeof *a, seq_drop, NULL, 0, &t, 1);
+    a->dst = ev__tensor_ptr(t);
+    a->numel = t->numel;
+    a->dtype = dtype;
+    a->rows = ndim == 2 ? shape[0] : 0;
+    a->cols = ndim == 2 ? shape[1] : 0;
+    rc = ev__submit(ex, fn, seq_kernel, a, sizeof *a, NULL, NULL, 0, &t, 1);
     if (rc) {
         ev_tensor_unref(t);
         return rc;

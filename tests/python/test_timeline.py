@@ -118,7 +118,9 @@ def test_main_job_an_op_keeps_its_colour_when_zoomed(main_job):
     _, b = read(zoom)
     assert b["window_ms"][1] - b["window_ms"][0] < (a["window_ms"][1] - a["window_ms"][0]) / 4
     common = set(a["legend"]) & set(b["legend"])
-    assert {"matmul", "index_select"} <= common
+    # matmul and other named ops (which ones besides matmul fill the last
+    # places of the top 12 varies from run to run: index_select, gt, sum).
+    assert "matmul" in common and len(common - {"matmul", "other"}) >= 2
     for op in common:
         assert a["legend"][op] == b["legend"][op], op
     colours = prof.op_colours()

@@ -1,5 +1,7 @@
 /* Tests of creation (empty, zeros, ones, full, arange, linspace, eye), host
  * transfers, copy_ and fill_, against values computed here or NumPy's. */
+#include <math.h>
+
 #include "tensor_test.h"
 
 static void test_full_family(void)
@@ -347,6 +349,57 @@ static void test_long_sequences(void)
     }
 }
 
+/* The dtypes each sequence writes in place (int64, float32, float64) and one
+ * it converts, long enough to split over the pool, each element against its
+ * formula; results dropped at once leave their blocks to the next ones. */
+static void test_sequences_in_place(void)
+{
+    int64_t n = 777777;
+    ev_tensor *t;
+    for (int k = 0; k < 6; k++) {
+        CHECK_OK(ev_linspace(&EX, 0.0, 1.0, n, k % 2 ? EV_FLOAT32 : EV_FLOAT64, &t));
+        ev_tensor_unref(t); /* dropped before it ran */
+    }
+    float *fv = malloc(sizeof(float) * (size_t)n);
+    double *dv = malloc(sizeof(double) * (size_t)n);
+    int32_t *iv = malloc(sizeof(int32_t) * (size_t)n);
+    CHECK_OK(ev_arange(&EX, ev_scalar_float(-3.5), ev_scalar_float(-3.5 + 0.1 * (double)n),
+                       ev_scalar_float(0.1), EV_FLOAT32, &t));
+    CHECK_EQ(ev_tensor_numel(t), n);
+    CHECK_OK(ev_to_host(&EX, t, fv));
+    for (int64_t i = 0; i < n; i++) {
+        CHECK(fv[i] == (float)(-3.5 + (double)i * 0.1));
+    }
+    ev_tensor_unref(t);
+    double step = (7.0 - -5.0) / (double)(n - 1);
+    CHECK_OK(ev_linspace(&EX, -5.0, 7.0, n, EV_FLOAT64, &t));
+    CHECK_OK(ev_to_host(&EX, t, dv));
+    for (int64_t i = 0; i < n - 1; i++) {
+        CHECK(dv[i] == -5.0 + (double)i * step);
+    }
+    CHECK(dv[n - 1] == 7.0);
+    ev_tensor_unref(t);
+    /* Integer linspace rounds toward -inf, the stop included. */
+    CHECK_OK(ev_linspace(&EX, -5.0, 7.0, n, EV_INT32, &t));
+    CHECK_OK(ev_to_host(&EX, t, iv));
+    for (int64_t i = 0; i < n - 1; i++) {
+        CHECK_EQ(iv[i], (int32_t)floor(-5.0 + (double)i * step));
+    }
+    CHECK_EQ(iv[n - 1], 7);
+    ev_tensor_unref(t);
+    /* A length that is no multiple of any vector width or block. */
+    CHECK_OK(ev_linspace(&EX, 1.0, -1.0, 1031, EV_FLOAT32, &t));
+    CHECK_OK(ev_to_host(&EX, t, fv));
+    for (int64_t i = 0; i < 1030; i++) {
+        CHECK(fv[i] == (float)(1.0 + (double)i * (-2.0 / 1030.0)));
+    }
+    CHECK(fv[1030] == -1.0f);
+    ev_tensor_unref(t);
+    free(iv);
+    free(dv);
+    free(fv);
+}
+
 int main(void)
 {
     test_setup();
@@ -354,6 +407,7 @@ int main(void)
     RUN_TEST(test_arange);
     RUN_TEST(test_linspace_eye);
     RUN_TEST(test_long_sequences);
+    RUN_TEST(test_sequences_in_place);
     RUN_TEST(test_copy);
     RUN_TEST(test_host_roundtrip);
     RUN_TEST(test_kernel_failure_reported);

@@ -238,6 +238,43 @@ static void test_unique(void)
     ev_tensor_unref(row);
 }
 
+/* Inputs long enough for the radix sort, in every dtype, with each dtype's
+ * extremes: float32 and the narrow integers write each distinct value from
+ * its packed key, which must give the value back exactly. */
+static void test_unique_long_every_dtype(void)
+{
+    const int64_t n = 3001;
+    double *h = malloc(sizeof(double) * (size_t)n);
+    for (int dt = 0; dt < EV_DTYPE_COUNT; dt++) {
+        const ev_dtype_info *info = ev_dtype_get_info((ev_dtype)dt);
+        double lo = info->kind == EV_KIND_FLOAT ? -3.4e38
+                    : info->kind == EV_KIND_BOOL || info->is_unsigned
+                        ? 0
+                        : -ldexp(1, 8 * (int)info->size - 1);
+        double hi = info->kind == EV_KIND_FLOAT ? 3.4e38
+                    : info->kind == EV_KIND_BOOL ? 1
+                    : info->is_unsigned ? 255
+                    : -lo - 1;
+        if (dt == EV_INT64) {
+            lo = -9e18;
+            hi = 9e18;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            int64_t r = (k * 40503) % 65521;
+            h[k] = k % 5 == 0 ? (k % 2 ? lo : hi) : lo + (hi - lo) * (double)(r % 301) / 300;
+            if (info->kind != EV_KIND_FLOAT) {
+                h[k] = floor(h[k]);
+            } else if (k % 7 == 0) {
+                h[k] = k % 3 ? 1e-40 : -1.5e-40; /* subnormal in float32 */
+            }
+        }
+        ev_tensor *x = tensor_from((ev_dtype)dt, 1, &n, h);
+        check_unique(x);
+        ev_tensor_unref(x);
+    }
+    free(h);
+}
+
 static void test_unique_nan_zeros_extremes(void)
 {
     /* As NumPy 1.24: unique([nan, 1, nan, -0., 0.], return_inverse,
@@ -449,6 +486,7 @@ int main(void)
     RUN_TEST(test_nonzero_large);
     RUN_TEST(test_nonzero_zero_size_and_0d);
     RUN_TEST(test_unique);
+    RUN_TEST(test_unique_long_every_dtype);
     RUN_TEST(test_unique_nan_zeros_extremes);
     RUN_TEST(test_unique_zero_size_and_0d);
     RUN_TEST(test_waits_for_x);

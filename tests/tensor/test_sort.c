@@ -271,6 +271,51 @@ static void test_long_lines_radix(void)
     free(want);
 }
 
+/* Lines of every dtype long enough for the radix sort (700), and of the
+ * lengths sorted by rank (33, 40), of values spread over each dtype's range
+ * (its extremes included, and for the floats signed zeros, a subnormal,
+ * infinities and NaN), with ties, both directions, on a contiguous and a
+ * transposed tensor: float32 and the narrow integers sort as packed words
+ * (key above position), the others as items. */
+static void test_long_lines_every_dtype(void)
+{
+    const double fspecial[8] = {-INFINITY, -0.0, 0.0, 1e-40, INFINITY, NAN, -3e38, 3e38};
+    const int64_t shapes[2][2] = {{3, 700}, {33, 40}};
+    double *h = malloc(sizeof(double) * 3 * 700);
+    for (int sh = 0; sh < 2; sh++) {
+        int64_t rows = shapes[sh][0], cols = shapes[sh][1], n = rows * cols;
+        for (int dt = 0; dt < EV_DTYPE_COUNT; dt++) {
+            const ev_dtype_info *info = ev_dtype_get_info((ev_dtype)dt);
+            for (int64_t k = 0; k < n; k++) {
+                int64_t r = (k * 2654435761u) % 1000003;
+                if (info->kind == EV_KIND_FLOAT) {
+                    h[k] = k % 11 == 0 ? fspecial[(k / 11) % 8] : (double)(r % 2001 - 1000) / 7;
+                } else if (info->kind == EV_KIND_BOOL) {
+                    h[k] = (double)(r % 2);
+                } else if (info->is_unsigned) {
+                    h[k] = (double)(r % 256);
+                } else {
+                    /* Spread over the dtype's range, its extremes included. */
+                    double lo = -ldexp(1, 8 * (int)info->size - 1);
+                    double span = dt == EV_INT64 ? 2e6 : -2 * lo - 1;
+                    h[k] = k % 13 == 0 ? (k % 2 ? lo : -lo - 1)
+                                       : (dt == EV_INT64 ? -1e6 : lo) + (double)(r % 997) / 996 * span;
+                    h[k] = floor(h[k]);
+                }
+            }
+            ev_tensor *x = tensor_from((ev_dtype)dt, 2, SHAPE(rows, cols), h), *t;
+            CHECK_OK(ev_transpose(x, 0, 1, &t));
+            for (int desc = 0; desc < 2; desc++) {
+                check_sorts(x, 1, desc, 5);
+                check_sorts(t, 0, desc, 0);
+            }
+            ev_tensor_unref(t);
+            ev_tensor_unref(x);
+        }
+    }
+    free(h);
+}
+
 static void test_nan_inf_zeros(void)
 {
     const double vals[8] = {3, NAN, 1, NAN, -INFINITY, INFINITY, -0.0, 0.0};
@@ -521,6 +566,7 @@ int main(void)
     RUN_TEST(test_every_dtype_and_dim);
     RUN_TEST(test_stability);
     RUN_TEST(test_long_lines_radix);
+    RUN_TEST(test_long_lines_every_dtype);
     RUN_TEST(test_nan_inf_zeros);
     RUN_TEST(test_selection_path);
     RUN_TEST(test_int64_extremes);

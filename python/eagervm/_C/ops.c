@@ -627,6 +627,16 @@ PyObject *evpy_contiguous_fn(evpy_state *st, int code, PyObject *const *args,
     const char *fn = code ? "clone" : "contiguous";
     ev_tensor *x;
     ev_exec ex;
+    /* contiguous(t) of a contiguous t is a no-op, often called: it returns
+     * before the generic argument parsing. */
+    if (!code && nargs == 1 && !kwnames && evpy_tensor_check(args[0])) {
+        if (!(x = evpy_tensor_get(args[0]))) {
+            return NULL;
+        }
+        if (ev_tensor_is_contiguous(x)) {
+            return Py_NewRef(args[0]);
+        }
+    }
     if (evpy_parse_args(fn, args, nargs, kwnames, names, 1, 1, a) != 0 ||
         !(x = evpy_need_tensor(fn, a[0]))) {
         return NULL;

@@ -61,18 +61,19 @@ static int wait_in_slices(ev_tensor *t)
     if (!vm) {
         return -1;
     }
-    uint32_t slice = is_main_thread() ? SLICE_MS : UINT32_MAX;
     ev_error *err = NULL;
-    for (;;) {
-        int rc;
+    /* A poll first, with the GIL held: a wait that is already satisfied (a
+     * sync point after the work ended) then skips the GIL's hand-off, which
+     * costs more than the poll. */
+    int rc = t ? ev_wait_obj_timeout(vm, ev_tensor_obj(t), 0, &err)
+               : ev_synchronize_timeout(vm, 0, &err);
+    uint32_t slice = rc == EV_ETIMEDOUT && is_main_thread() ? SLICE_MS : UINT32_MAX;
+    while (rc == EV_ETIMEDOUT) {
         Py_BEGIN_ALLOW_THREADS
         rc = t ? ev_wait_obj_timeout(vm, ev_tensor_obj(t), slice, &err)
                : ev_synchronize_timeout(vm, slice, &err);
         Py_END_ALLOW_THREADS
-        if (rc != EV_ETIMEDOUT) {
-            break;
-        }
-        if (PyErr_CheckSignals() != 0) {
+        if (rc == EV_ETIMEDOUT && PyErr_CheckSignals() != 0) {
             return -1;
         }
     }
