@@ -115,8 +115,11 @@ typedef struct ew_split {
     _Atomic int err;
 } ew_split;
 
-/* Elements per block of a dense loop with converted or broadcast inputs. */
-#define EW_BLOCK 1024
+/* Bytes per buffer of a dense loop with converted or broadcast inputs: runs
+ * of 2,048 float32 (1,024 float64). Shorter runs cost more calls of the
+ * loop, and make a scalar multiply of floats into a new tensor a quarter
+ * slower. */
+#define EW_BUF_BYTES 8192
 
 /* Fills dst with n elements (n a multiple of row) of dtype dd, each byte
  * size dsz: src's row of row elements of dtype sd, repeated. The row is
@@ -154,13 +157,14 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
         }
         a->loop(a->ptrs[0] + lo * so, in, hi - lo, &ctx);
     } else {
-        /* Runs of at most EW_BLOCK when an input goes through a buffer: a
+        /* Runs of at most a buffer when an input goes through one: a
          * converted input block by block; a broadcast value fills its
          * buffer once. A row is read in place (in the loop's dtype) or
          * converted run by run when long; a short one is repeated in its
          * buffer once, so that runs span several rows. Runs end where a
          * row (or its repeats) ends. */
-        _Alignas(64) char buf[EV__ITER_MAX_OPS - 1][EW_BLOCK * 8];
+        _Alignas(64) char buf[EV__ITER_MAX_OPS - 1][EW_BUF_BYTES];
+        const int64_t block = EW_BUF_BYTES / si; /* elements per run */
         int64_t rep[EV__ITER_MAX_OPS]; /* a row's elements in its buffer; 0: none */
         int buffered = 0;
         for (int k = 1; k < a->nops; k++) {
@@ -169,13 +173,13 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
             rep[k] = 0;
             if (a->in_mode[k] == EW_SCALAR) {
                 fill_repeated(buf[k - 1], lin, si, a->ptrs[k], dt, 1,
-                              hi - lo < EW_BLOCK ? hi - lo : EW_BLOCK);
+                              hi - lo < block ? hi - lo : block);
                 buffered = 1;
             } else if (a->in_mode[k] == EW_CONVERT) {
                 buffered = 1;
-            } else if (a->in_mode[k] == EW_ROW && row <= EW_BLOCK / 2) {
+            } else if (a->in_mode[k] == EW_ROW && row <= block / 2) {
                 /* Enough copies for any run of this range from any offset. */
-                int64_t copies = EW_BLOCK / row, need = (hi - lo + row - 1) / row + 1;
+                int64_t copies = block / row, need = (hi - lo + row - 1) / row + 1;
                 copies = copies < need ? copies : need;
                 rep[k] = copies * row;
                 fill_repeated(buf[k - 1], lin, si, a->ptrs[k], dt, row, rep[k]);
@@ -185,7 +189,7 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
         }
         for (int64_t i = lo, m; i < hi; i += m) {
             m = hi - i;
-            m = buffered && m > EW_BLOCK ? EW_BLOCK : m;
+            m = buffered && m > block ? block : m;
             for (int k = 1; k < a->nops; k++) {
                 if (a->in_mode[k] == EW_ROW) {
                     int64_t left = (rep[k] ? rep[k] : a->row[k]) - i % a->row[k];

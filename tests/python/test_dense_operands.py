@@ -2,13 +2,14 @@
 dtype: a broadcast scalar (x * 0.05, a 0-d tensor) and a dense input of
 another dtype (floats times a bool mask, int32 plus float64) run the fast
 path block by block. Values against NumPy at sizes around the block
-(1,024) and past the split over the intra-op threads, in place too."""
+(8 KiB: 1,024 float64, 2,048 float32) and past the split over the intra-op
+threads, in place too."""
 import numpy as np
 import pytest
 
 import eagervm as ev
 
-SIZES = [1, 1023, 1025, 4096, 300001]
+SIZES = [1, 1023, 1025, 2047, 2049, 4096, 300001]
 RNG = np.random.default_rng(3)
 
 
@@ -65,7 +66,8 @@ def test_scalar_results_reuse_memory_while_queued():
 # An operand repeated along the leading dimensions of a C-contiguous result
 # (a bias row: x @ w + b) runs the dense path too, read in place when its
 # row is long, repeated in a buffer when short. Rows around the buffer's
-# half (512) and block (1,024), results split over the intra-op threads.
+# half and whole (512 and 1,024 float64, 1,024 and 2,048 float32), results
+# split over the intra-op threads.
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"]
 ROW_SHAPES = [
@@ -73,8 +75,10 @@ ROW_SHAPES = [
     ((128, 10), (10,)),
     ((5, 3), (1, 3)),
     ((7, 512), (512,)),
-    ((6, 513), (513,)),        # read in place
+    ((6, 513), (513,)),
     ((3, 1024), (1024,)),
+    ((5, 1025), (1025,)),      # float32: read in place
+    ((3, 2048), (2048,)),
     ((2, 3000), (3000,)),
     ((4, 5, 6), (5, 6)),       # a row of two dimensions
     ((4, 5, 6), (1, 5, 6)),
@@ -104,7 +108,8 @@ def _check(got, want):
 @pytest.mark.parametrize("da", DTYPES)
 @pytest.mark.parametrize("db", DTYPES)
 def test_row_operands_every_dtype_pair(da, db):
-    for sa, sb in [((128, 256), (256,)), ((6, 513), (513,)), ((70, 3), (3,))]:
+    for sa, sb in [((128, 256), (256,)), ((6, 513), (513,)), ((4, 1025), (1025,)),
+                   ((70, 3), (3,))]:
         an, bn = _values(sa, da), _values(sb, db)
         a, b = ev.tensor(an), ev.tensor(bn)
         _check(ev.maximum(a, b), np.maximum(an, bn))
