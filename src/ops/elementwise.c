@@ -9,7 +9,7 @@
 
 typedef struct ew_arg {
     /* What a dense loop needs comes first: a dense instruction carries only
-     * this part (see EW_DENSE_ARG_SIZE), two cache lines. */
+     * this part (see EW_DENSE_ARG_SIZE). */
     ev__loop_fn loop;
     const char *name;                 /* static */
     ev__loop_ctx ctx;
@@ -18,15 +18,17 @@ typedef struct ew_arg {
      * (each read would be a cache miss on the worker). */
     char *ptrs[EV__ITER_MAX_OPS];
     int64_t numel;
-    int nops;
-    int dense;
-    ev_dtype loop_in, loop_out;
-    /* Per input of a dense instruction: how the loop reads it. */
-    int8_t in_mode[EV__ITER_MAX_OPS];
-    ev_dtype in_dt[EV__ITER_MAX_OPS];
+    int64_t row[EV__ITER_MAX_OPS];    /* per EW_ROW input: the row's length */
+    /* Dtypes in a byte each, to keep the dense part small. */
+    int8_t loop_in, loop_out;
+    int8_t in_mode[EV__ITER_MAX_OPS]; /* per input of a dense instruction */
+    int8_t in_dt[EV__ITER_MAX_OPS];
+    int8_t nops;
+    int8_t dense;
     ev_tensor *ops[EV__ITER_MAX_OPS]; /* [0] out, then inputs; referenced
                                          unless dense */
 } ew_arg;
+_Static_assert(EV_DTYPE_COUNT <= INT8_MAX, "dtypes must fit ew_arg's bytes");
 #define EW_DENSE_ARG_SIZE offsetof(ew_arg, ops)
 _Static_assert(sizeof(ew_arg) <= EV_INLINE_ARG_SIZE, "ew_arg must travel inline");
 
@@ -40,8 +42,10 @@ static void ew_drop(void *p)
 
 /* How a dense instruction's loop reads an input: in place (dense, in the
  * loop's dtype), converted block by block (dense, another dtype: a bool
- * mask times floats), or as one value broadcast (a scalar operand). */
-enum { EW_DIRECT, EW_CONVERT, EW_SCALAR };
+ * mask times floats), as one value broadcast (a scalar operand), or as one
+ * row repeated over the leading dimensions (a bias row added to a batch:
+ * x @ w + b). */
+enum { EW_DIRECT, EW_CONVERT, EW_SCALAR, EW_ROW };
 
 static int all_strides_zero(const ev_tensor *t)
 {
@@ -53,25 +57,50 @@ static int all_strides_zero(const ev_tensor *t)
     return 1;
 }
 
+/* For an input t broadcast to the C-contiguous out: the length of the row
+ * it repeats when it is contiguous along its trailing dimensions (strides
+ * as out's) and broadcast (stride 0) along the leading ones, so that out's
+ * element i reads t's element i % row; 0 otherwise. */
+static int64_t row_len(const ev_tensor *t, const ev_tensor *out)
+{
+    int d = t->ndim;
+    int64_t row = 1;
+    while (d > 0 && (t->shape[d - 1] == 1 || t->strides[d - 1] == out->strides[d - 1])) {
+        d--;
+        row *= t->shape[d];
+    }
+    for (int e = 0; e < d; e++) {
+        if (t->shape[e] != 1 && t->strides[e] != 0) {
+            return 0;
+        }
+    }
+    return row;
+}
+
 /* 1 if the output is dense and in the loop's dtype, and each input (of the
- * output's shape: inputs were broadcast to it) is laid out as the output or
- * is one broadcast value: then the loop runs over the whole buffer without an iterator, and
- * the instruction carries pointers only. Sets in_mode and in_dt. */
+ * output's shape: inputs were broadcast to it) is laid out as the output,
+ * is one broadcast value, or (the output C-contiguous) repeats one
+ * contiguous row: then the loop runs over the whole buffer without an
+ * iterator, and the instruction carries pointers only. Sets in_mode, in_dt
+ * and row. */
 static int ew_dense(ew_arg *a)
 {
     /* A dense block in any order: a transposed result of transposed inputs
      * is one flat loop too. */
     const ev_tensor *out = a->ops[0];
-    if (out->dtype != a->loop_out || !ev__tensor_is_dense(out)) {
+    if (out->dtype != (ev_dtype)a->loop_out || !ev__tensor_is_dense(out)) {
         return 0;
     }
     for (int k = 1; k < a->nops; k++) {
         const ev_tensor *t = a->ops[k];
-        a->in_dt[k] = t->dtype;
+        a->in_dt[k] = (int8_t)t->dtype;
+        a->row[k] = 0;
         if (ev__same_strides(t, out)) {
-            a->in_mode[k] = t->dtype == a->loop_in ? EW_DIRECT : EW_CONVERT;
+            a->in_mode[k] = t->dtype == (ev_dtype)a->loop_in ? EW_DIRECT : EW_CONVERT;
         } else if (all_strides_zero(t)) {
             a->in_mode[k] = EW_SCALAR;
+        } else if (ev_tensor_is_contiguous(out) && (a->row[k] = row_len(t, out)) > 1) {
+            a->in_mode[k] = EW_ROW;
         } else {
             return 0;
         }
@@ -86,14 +115,36 @@ typedef struct ew_split {
     _Atomic int err;
 } ew_split;
 
-/* Elements per block of a dense loop with converted or broadcast inputs. */
-#define EW_BLOCK 1024
+/* Bytes per buffer of a dense loop with converted or broadcast inputs: runs
+ * of 2,048 float32 (1,024 float64). Shorter runs cost more calls of the
+ * loop, and make a scalar multiply of floats into a new tensor a quarter
+ * slower. */
+#define EW_BUF_BYTES 8192
+
+/* Fills dst with n elements (n a multiple of row) of dtype dd, each byte
+ * size dsz: src's row of row elements of dtype sd, repeated. The row is
+ * converted once, then copied in doubling runs. */
+static void fill_repeated(char *dst, ev_dtype dd, int64_t dsz, const char *src, ev_dtype sd,
+                          int64_t row, int64_t n)
+{
+    if (dd == sd) {
+        memcpy(dst, src, (size_t)(row * dsz));
+    } else {
+        ev__cast_strided(dst, dd, dsz, src, sd, (int64_t)ev__dsize(sd), row);
+    }
+    for (int64_t have = row; have < n;) {
+        int64_t m = have < n - have ? have : n - have;
+        memcpy(dst + have * dsz, dst, (size_t)(m * dsz));
+        have += m;
+    }
+}
 
 static void ew_dense_range(int64_t lo, int64_t hi, void *p)
 {
     ew_split *sp = p;
     const ew_arg *a = sp->a;
-    int64_t so = (int64_t)ev__dsize(a->loop_out), si = (int64_t)ev__dsize(a->loop_in);
+    ev_dtype lin = (ev_dtype)a->loop_in;
+    int64_t so = (int64_t)ev__dsize((ev_dtype)a->loop_out), si = (int64_t)ev__dsize(lin);
     const void *in[EV__ITER_MAX_OPS];
     int direct = 1;
     for (int k = 1; k < a->nops; k++) {
@@ -106,27 +157,71 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
         }
         a->loop(a->ptrs[0] + lo * so, in, hi - lo, &ctx);
     } else {
-        /* Blocks of EW_BLOCK: a converted input goes through a buffer, a
-         * broadcast value fills its buffer once. */
-        _Alignas(64) char buf[EV__ITER_MAX_OPS - 1][EW_BLOCK * 8];
+        /* Runs of at most a buffer when an input goes through one: a
+         * converted input block by block; a broadcast value fills its
+         * buffer once. A row is read in place (in the loop's dtype) or
+         * converted run by run when long; a short one is repeated in its
+         * buffer once, so that runs span several rows. Runs end where a
+         * row (or its repeats) ends. */
+        _Alignas(64) char buf[EV__ITER_MAX_OPS - 1][EW_BUF_BYTES];
+        const int64_t block = EW_BUF_BYTES / si; /* elements per run */
+        int64_t rep[EV__ITER_MAX_OPS]; /* a row's elements in its buffer; 0: none */
+        int buffered = 0;
         for (int k = 1; k < a->nops; k++) {
+            ev_dtype dt = (ev_dtype)a->in_dt[k];
+            int64_t row = a->row[k];
+            rep[k] = 0;
             if (a->in_mode[k] == EW_SCALAR) {
-                ev__cast_strided(buf[k - 1], a->loop_in, si, a->ptrs[k], a->in_dt[k], 0,
-                                 hi - lo < EW_BLOCK ? hi - lo : EW_BLOCK);
+                fill_repeated(buf[k - 1], lin, si, a->ptrs[k], dt, 1,
+                              hi - lo < block ? hi - lo : block);
+                buffered = 1;
+            } else if (a->in_mode[k] == EW_CONVERT) {
+                buffered = 1;
+            } else if (a->in_mode[k] == EW_ROW && row <= block / 2) {
+                /* Enough copies for any run of this range from any offset. */
+                int64_t copies = block / row, need = (hi - lo + row - 1) / row + 1;
+                copies = copies < need ? copies : need;
+                rep[k] = copies * row;
+                fill_repeated(buf[k - 1], lin, si, a->ptrs[k], dt, row, rep[k]);
+            } else if (a->in_mode[k] == EW_ROW && dt != lin) {
+                buffered = 1;
             }
         }
-        for (int64_t i = lo; i < hi; i += EW_BLOCK) {
-            int64_t m = hi - i < EW_BLOCK ? hi - i : EW_BLOCK;
+        for (int64_t i = lo, m; i < hi; i += m) {
+            m = hi - i;
+            m = buffered && m > block ? block : m;
             for (int k = 1; k < a->nops; k++) {
-                int64_t es = (int64_t)ev__dsize(a->in_dt[k]);
-                if (a->in_mode[k] == EW_DIRECT) {
+                if (a->in_mode[k] == EW_ROW) {
+                    int64_t left = (rep[k] ? rep[k] : a->row[k]) - i % a->row[k];
+                    m = m < left ? m : left;
+                }
+            }
+            for (int k = 1; k < a->nops; k++) {
+                ev_dtype dt = (ev_dtype)a->in_dt[k];
+                int64_t es = (int64_t)ev__dsize(dt);
+                switch (a->in_mode[k]) {
+                case EW_DIRECT:
                     in[k - 1] = a->ptrs[k] + i * si;
-                } else {
-                    if (a->in_mode[k] == EW_CONVERT) {
-                        ev__cast_strided(buf[k - 1], a->loop_in, si, a->ptrs[k] + i * es,
-                                         a->in_dt[k], es, m);
-                    }
+                    break;
+                case EW_CONVERT:
+                    ev__cast_strided(buf[k - 1], lin, si, a->ptrs[k] + i * es, dt, es, m);
                     in[k - 1] = buf[k - 1];
+                    break;
+                case EW_SCALAR:
+                    in[k - 1] = buf[k - 1];
+                    break;
+                default: { /* EW_ROW */
+                    int64_t off = i % a->row[k];
+                    if (rep[k]) {
+                        in[k - 1] = buf[k - 1] + off * si;
+                    } else if (dt == lin) {
+                        in[k - 1] = a->ptrs[k] + off * si;
+                    } else {
+                        ev__cast_strided(buf[k - 1], lin, si, a->ptrs[k] + off * es, dt, es, m);
+                        in[k - 1] = buf[k - 1];
+                    }
+                    break;
+                }
                 }
             }
             a->loop(a->ptrs[0] + i * so, in, m, &ctx);
@@ -141,7 +236,7 @@ static void ew_dense_range(int64_t lo, int64_t hi, void *p)
  * transposed against the output a tile at a time). */
 static void ew_run(const ev__iter *it, const ev_dtype *dt, const ew_arg *a, ev__loop_ctx *ctx)
 {
-    ev__run_loop(it, dt, a->loop_in, a->loop_out, a->loop, ctx);
+    ev__run_loop(it, dt, (ev_dtype)a->loop_in, (ev_dtype)a->loop_out, a->loop, ctx);
 }
 
 /* A strided loop split along its outermost dimension: each chunk runs the
@@ -218,8 +313,8 @@ int ev__elementwise(const ev_exec *ex, const char *name, ev_tensor *out, ev_tens
     a.numel = 0;
     a.nops = 1;
     a.ops[0] = ev_tensor_ref(out);
-    a.loop_in = loop_in;
-    a.loop_out = loop_out;
+    a.loop_in = (int8_t)loop_in;
+    a.loop_out = (int8_t)loop_out;
     a.loop = loop;
     a.name = name;
     a.ctx = *ctx;
