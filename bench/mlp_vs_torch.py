@@ -1,29 +1,29 @@
 #!/usr/bin/env python3
-"""The Fashion-MNIST MLP (784-256-10, ReLU, softmax cross-entropy, SGD with
-momentum 0.9, cosine learning rate) trained with eagervm
-(examples/fashion_mnist.py: hand-written gradients, input pipeline on its own
-worker) and with PyTorch on the CPU (its autograd and torch.optim.SGD, the
-same normalisation, shuffle and random flip done with torch ops, as a user
-would write it): same initial weights, batch size and steps. Prints samples/s
-for both, the ratio and both test accuracies.
+"""The main job's MLP (784-256-10, ReLU, softmax cross-entropy, SGD with
+momentum 0.9 and a cosine learning rate) trained by eagervm and by PyTorch on
+the CPU, both as users write them: nn.Sequential, CrossEntropyLoss, autograd
+and the library's SGD (eagervm.nn / eagervm.optim: examples/fashion_mnist.py's
+MLP; torch.nn / torch.optim). The same initial weights and the same prepared
+batches on both sides; PyTorch on 1 and on all threads; rounds of --steps
+steps alternate, the medians of steps/s are compared (target: eagervm >= 2x
+the faster PyTorch setting), and each model's test accuracy after its steps
+is printed (the same steps from the same weights: they should agree).
 
-    python3 bench/mlp_vs_torch.py [--epochs 1] [--batch-size 128]
+    python3 bench/mlp_vs_torch.py [--steps 200] [--rounds 5]
 
-That comparison is not the same work (PyTorch's side pays for autograd and
-its optimizer, eagervm's uses hand-written gradients). --same-math is: the
-main job's training step (MLP.step of examples/fashion_mnist.py: forward,
-loss, the hand-written gradients, SGD with momentum) against the same ops
-in PyTorch without autograd, on the same prepared batches and initial
-weights, PyTorch on 1 and on all threads; rounds alternate, the medians of
-steps/s are compared, and the weights after the run are compared.
+It runs under this interpreter (Debian's PyTorch) and again in the virtual
+environment of scripts/bench_env.sh ($EAGERVM_BENCH_VENV or .venv-bench, the
+newest PyTorch) when there is one; --here runs only this interpreter.
+
+--same-math compares the training step with hand-written gradients (no
+autograd, the same ops on both sides: forward, loss, the gradients, SGD),
+PyTorch on 1 and on all threads, and the weights after ten steps.
 
     python3 bench/mlp_vs_torch.py --same-math [--steps 200] [--rounds 5]
-
-PyTorch comes from Debian's python3-torch; without it only eagervm runs.
 """
 import argparse
-import math
 import os
+import subprocess
 import sys
 import time
 
@@ -38,54 +38,72 @@ import fashion_mnist as fm  # noqa: E402
 from eagervm.datasets import mnist  # noqa: E402
 
 
-def run_eagervm(train, test, args):
-    t0 = time.perf_counter()
-    model, hist, _ = fm.train(train[0], train[1], args.epochs, args.batch_size, args.lr,
-                              args.momentum, args.seed, progress=False)
-    secs = sum(h["seconds"] for h in hist)
-    n = sum(h["samples_per_s"] * h["seconds"] for h in hist)
-    acc = model.accuracy(*test)
-    return n / secs, acc, model, time.perf_counter() - t0
+class HandMLP:
+    """The step with hand-written gradients, in eagervm ops: forward, the
+    loss value by eagervm.cross_entropy, the gradients of the softmax
+    cross-entropy and of the two layers, SGD with momentum."""
+
+    def __init__(self, init, lr, momentum):
+        self.lr, self.momentum = lr, momentum
+        self.params = [ev.from_numpy(a.astype(np.float32)) for a in init]
+        self.velocity = [ev.zeros_like(p) for p in self.params]
+
+    def step(self, x, y, target):
+        w1, b1, w2, b2 = self.params
+        inv_b = 1.0 / x.shape[0]
+        h = ev.relu(x @ w1 + b1)
+        logits = h @ w2 + b2
+        loss = ev.cross_entropy(logits, target)
+        logp = ev.log_softmax(logits, dim=1)
+        dlogits = (ev.exp(logp) - y) * inv_b       # d loss / d logits
+        grads = [None, None, h.T @ dlogits, dlogits.sum(0)]
+        dh = (dlogits @ w2.T) * (h > 0)            # back through the ReLU
+        grads[0] = x.T @ dh
+        grads[1] = dh.sum(0)
+        for p, g, v in zip(self.params, grads, self.velocity):
+            v.mul_(self.momentum).add_(g)          # v = momentum * v + g
+            p.sub_(v * self.lr)                    # p -= lr * v
+        return loss
 
 
-def run_torch(train, test, init, args):
-    import torch
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(os.cpu_count() or 1)
-    x_all = torch.from_numpy(train[0].numpy())
-    y_all = torch.from_numpy(train[1].numpy())
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 10))
-    with torch.no_grad():  # the same initial weights as eagervm's run
-        model[0].weight.copy_(torch.from_numpy(init[0].T.astype(np.float32)))
-        model[0].bias.copy_(torch.from_numpy(init[1].astype(np.float32)))
-        model[2].weight.copy_(torch.from_numpy(init[2].T.astype(np.float32)))
-        model[2].bias.copy_(torch.from_numpy(init[3].astype(np.float32)))
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    n, b = x_all.shape[0], args.batch_size
-    batches = n // b
-    steps = args.epochs * batches
-    loss_fn = torch.nn.CrossEntropyLoss()
-    t0 = time.perf_counter()
-    for epoch in range(args.epochs):
-        order = torch.randperm(n)
-        for k in range(batches):
-            idx = order[k * b:(k + 1) * b]
-            x = x_all[idx] * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD
-            flip = torch.rand(b) < 0.5
-            x = x.view(b, 28, 28)
-            x = torch.where(flip.view(b, 1, 1), x.flip(2), x).reshape(b, 784)
-            for g in opt.param_groups:
-                g["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * (epoch * batches + k) / steps))
-            opt.zero_grad()
-            loss = loss_fn(model(x), y_all[idx])
-            loss.backward()
-            opt.step()
-    secs = time.perf_counter() - t0
-    with torch.no_grad():
-        xt = torch.from_numpy(test[0].numpy()) * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD
-        acc = (model(xt).argmax(1) == torch.from_numpy(test[1].numpy())).float().mean().item()
-    return batches * b * args.epochs / secs, acc
+def initial_weights(seed, hidden=256):
+    """The main job's initial weights (PyTorch's Linear init, drawn from the
+    seeded NumPy generator), as (784, h), (h,), (h, 10), (10,)."""
+    rng = np.random.default_rng(seed)
+    b1, b2 = 1 / np.sqrt(fm.PIXELS), 1 / np.sqrt(hidden)
+    return [rng.uniform(-b1, b1, (fm.PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
+            rng.uniform(-b2, b2, (hidden, fm.CLASSES)), rng.uniform(-b2, b2, fm.CLASSES)]
+
+
+class TorchAutogradMLP:
+    """The main job's MLP as a PyTorch user writes it: nn.Sequential,
+    CrossEntropyLoss, autograd, optim.SGD and CosineAnnealingLR."""
+
+    def __init__(self, init, lr, momentum, steps):
+        import torch
+        self.torch = torch
+        self.net = torch.nn.Sequential(torch.nn.Linear(fm.PIXELS, 256), torch.nn.ReLU(),
+                                       torch.nn.Linear(256, fm.CLASSES))
+        with torch.no_grad():
+            for p, a in zip(self.net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
+                p.copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=lr, momentum=momentum)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, T_max=steps)
+
+    def step(self, x, target):
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.net(x), target)
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        return loss.detach()
+
+    def accuracy(self, images, labels):
+        torch = self.torch
+        with torch.no_grad():
+            x = torch.from_numpy(images) * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD
+            return (self.net(x).argmax(1) == torch.from_numpy(labels)).float().mean().item()
 
 
 class TorchMLP:
@@ -149,12 +167,12 @@ def same_math(train, args):
                   for x, y, t in zip(xs, ys, ts)]
     t_batches = [(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(t))
                  for x, y, t in zip(xs, ys, ts)]
-    init_rng = np.random.default_rng(args.seed)
-    ev_model = fm.MLP(init_rng, lr=args.lr, momentum=args.momentum)
+    init = initial_weights(args.seed)
+    ev_model = HandMLP(init, lr=args.lr, momentum=args.momentum)
     cores = os.cpu_count() or 1
     sides = {"eagervm": None, "torch 1 thread": 1, f"torch {cores} threads": cores}
     models = {name: ev_model if threads is None else
-              TorchMLP(ev_model.init, args.lr, args.momentum) for name, threads in sides.items()}
+              TorchMLP(init, args.lr, args.momentum) for name, threads in sides.items()}
     rates = {name: [] for name in sides}
     # torch.set_num_threads does not reach OpenBLAS, which PyTorch's matmuls
     # share with eagervm's: PyTorch's rounds run it on every core (its
@@ -194,8 +212,8 @@ def same_math(train, args):
     print(f"eagervm / faster PyTorch setting: {med['eagervm'] / best_torch:.2f}x")
     # The same math: from the same weights, ten steps on both sides agree
     # to rounding (longer runs drift apart: training amplifies rounding).
-    check_ev = fm.MLP(np.random.default_rng(args.seed), lr=args.lr, momentum=args.momentum)
-    check_t = TorchMLP(check_ev.init, args.lr, args.momentum)
+    check_ev = HandMLP(init, lr=args.lr, momentum=args.momentum)
+    check_t = TorchMLP(init, args.lr, args.momentum)
     for (x, y, t), (tx, ty, tt) in list(zip(ev_batches, t_batches))[:10]:
         check_ev.step(x, y, t)
         check_t.step(tx, ty, tt)
@@ -204,44 +222,117 @@ def same_math(train, args):
     print(f"largest weight difference after 10 steps from the same weights: {diff:.1e}")
 
 
+def batches(train, args):
+    """args.steps prepared batches (normalised images and class indices) of
+    a seeded shuffle: the same data for every side."""
+    b, steps = args.batch_size, args.steps
+    rng = np.random.default_rng(args.seed)
+    images = train[0].numpy().astype(np.float32)
+    labels = train[1].numpy().astype(np.int64)
+    idx = rng.permutation(images.shape[0])[:steps * b].reshape(steps, b)
+    xs = [(images[i] * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD).astype(np.float32)
+          for i in idx]
+    return xs, [labels[i] for i in idx]
+
+
+def with_autograd(train, test, args):
+    """Both sides as users write them (autograd and the library's optimizer);
+    prints steps/s, the ratio and the test accuracies."""
+    import statistics
+    import torch
+    xs, ts = batches(train, args)
+    ev_batches = [(ev.from_numpy(x), ev.from_numpy(t)) for x, t in zip(xs, ts)]
+    t_batches = [(torch.from_numpy(x), torch.from_numpy(t)) for x, t in zip(xs, ts)]
+    total = args.rounds * args.steps
+    cores = os.cpu_count() or 1
+    sides = {"eagervm": None, "torch 1 thread": 1, f"torch {cores} threads": cores}
+    init = initial_weights(args.seed)
+    models = {}
+    for name, threads in sides.items():
+        if threads is None:
+            m = fm.MLP(np.random.default_rng(args.seed), lr=args.lr, momentum=args.momentum,
+                       steps=total)
+            models[name] = m
+        else:
+            models[name] = TorchAutogradMLP(init, args.lr, args.momentum, total)
+    rates = {name: [] for name in sides}
+    blas = openblas()  # as in same_math: PyTorch's rounds get OpenBLAS on every core
+    ev.synchronize()
+    for _ in range(args.rounds):
+        for name, threads in sides.items():
+            model = models[name]
+            if threads is None:
+                t0 = time.perf_counter()
+                for x, t in ev_batches:
+                    model.step(x, t)
+                ev.synchronize()
+                elapsed = time.perf_counter() - t0
+            else:
+                torch.set_num_threads(threads)
+                prev = blas.openblas_get_num_threads() if blas else None
+                if blas:
+                    blas.openblas_set_num_threads(cores)
+                t0 = time.perf_counter()
+                for x, t in t_batches:
+                    model.step(x, t)
+                elapsed = time.perf_counter() - t0
+                if blas:
+                    blas.openblas_set_num_threads(prev)
+            rates[name].append(args.steps / elapsed)
+    b = args.batch_size
+    print(f"the training step with autograd and the optimizer (batch {b}, {args.steps} steps "
+          f"per round, {args.rounds} rounds alternating; PyTorch {torch.__version__})")
+    med = {name: statistics.median(r) for name, r in rates.items()}
+    timg, tlab = test[0].numpy().astype(np.float32), test[1].numpy().astype(np.int64)
+    for name, m in med.items():
+        model = models[name]
+        acc = model.accuracy(test[0], test[1]) if sides[name] is None else \
+            model.accuracy(timg, tlab)
+        print(f"  {name:<16} {m:>9,.0f} steps/s  {m * b:>11,.0f} samples/s   test accuracy "
+              f"{acc:.4f} after {total} steps")
+    best_torch = max(m for name, m in med.items() if name != "eagervm")
+    print(f"eagervm / faster PyTorch setting: {med['eagervm'] / best_torch:.2f}x (target 2x)")
+
+
+def bench_venv():
+    """The newest PyTorch's Python (scripts/bench_env.sh), or None."""
+    venv = os.environ.get("EAGERVM_BENCH_VENV", os.path.join(ROOT, ".venv-bench"))
+    py = os.path.join(venv, "bin", "python")
+    return py if os.path.exists(py) and os.path.realpath(py) != os.path.realpath(
+        sys.executable) else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--same-math", action="store_true",
-                    help="the training step alone, the same ops on both sides")
-    ap.add_argument("--steps", type=int, default=200, help="--same-math: steps per round")
-    ap.add_argument("--rounds", type=int, default=5, help="--same-math: alternating rounds")
+                    help="the step with hand-written gradients, the same ops on both sides")
+    ap.add_argument("--steps", type=int, default=200, help="steps per round")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds")
+    ap.add_argument("--here", action="store_true",
+                    help="only this interpreter (not also the newest PyTorch's venv)")
     args = ap.parse_args()
     if args.steps < 1 or args.rounds < 1 or args.batch_size < 1:
         ap.error("--steps, --rounds and --batch-size must be positive")
     train = mnist.load_fashion_mnist("train")
-    if args.same_math:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            print("torch not installed (apt-get install python3-torch): nothing to compare")
-            return
-        same_math(train, args)
-        return
-    test = mnist.load_fashion_mnist("test")
-    steps = args.epochs * (train[0].shape[0] // args.batch_size)
-    print(f"784-256-10 MLP, batch {args.batch_size}, {args.epochs} epoch(s) = {steps} steps, "
-          f"{os.cpu_count()} cores")
-    ev_rate, ev_acc, model, _ = run_eagervm(train, test, args)
-    print(f"{'eagervm':<8} {ev_rate:>10,.0f} samples/s   test accuracy {ev_acc:.4f}")
     try:
-        import torch
+        import torch  # noqa: F401
     except ImportError:
-        print("torch    not installed (apt-get install python3-torch): skipped")
-        return
-    th_rate, th_acc = run_torch(train, test, model.init, args)
-    print(f"{'torch':<8} {th_rate:>10,.0f} samples/s   test accuracy {th_acc:.4f}   "
-          f"(PyTorch {torch.__version__}, {torch.get_num_threads()} threads)")
-    print(f"eagervm / torch: {ev_rate / th_rate:.2f}x samples/s")
+        print("torch not installed (apt-get install python3-torch): nothing to compare")
+    else:
+        if args.same_math:
+            same_math(train, args)
+        else:
+            with_autograd(train, mnist.load_fashion_mnist("test"), args)
+    venv = None if args.here else bench_venv()
+    if venv:
+        print(f"\n-- again with {venv} (the newest PyTorch)", flush=True)
+        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+        subprocess.run([venv, os.path.abspath(__file__), "--here"] + sys.argv[1:], env=env,
+                       check=False)
 
 
 if __name__ == "__main__":
