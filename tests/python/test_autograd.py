@@ -606,3 +606,20 @@ def test_grad_never_aliases_another_tensor():
     (w * 2).sum().backward()          # a hook kept the gradient: .grad is a copy
     w.grad.add_(1)
     np.testing.assert_array_equal(seen[0].numpy(), np.full((2, 3), 2.0))
+
+
+def test_a_failure_inside_a_backward_kernel_names_the_backward_and_the_forward_line():
+    x = ev.randn(4, 3, requires_grad=True)
+    loss = ev.cross_entropy(x, ev.tensor([0, 1, 7, 2]))  # class 7 of 3: a kernel failure
+    loss.backward()  # returns: the backward kernel fails later, on its worker
+    with pytest.raises(IndexError) as info:
+        x.grad.numpy()
+    msg = str(info.value)
+    line = _line_of("loss = ev.cross_entropy(x, ev.tensor([0, 1, 7, 2]))  # class 7 of 3: a "
+                    "kernel failure")
+    assert "cross_entropy_backward" in msg and f"test_autograd.py:{line}" in msg, msg
+    assert "target 7 is out of range for 3 classes" in msg
+    # the runtime stays usable
+    y = ev.ones(2, requires_grad=True)
+    (y * 3).sum().backward()
+    assert y.grad.tolist() == [3, 3]
