@@ -953,7 +953,9 @@ int ev_ag_flip(const ev_exec *ex, ev_tensor *x, int ndims, const int *dims, ev_t
         return rc;
     }
     reorder_arg a = {.ndims = ndims};
-    memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    if (ndims > 0) {
+        memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    }
     return record(ex, &flip_fn, 1, &x, 0, &a, sizeof a, out);
 }
 
@@ -984,7 +986,9 @@ int ev_ag_roll(const ev_exec *ex, ev_tensor *x, int nshifts, const int64_t *shif
         return rc;
     }
     reorder_arg a = {.ndims = ndims};
-    memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    if (ndims > 0) {
+        memcpy(a.dims, dims, sizeof(int) * (size_t)ndims);
+    }
     memcpy(a.shifts, shifts, sizeof(int64_t) * (size_t)nshifts);
     return record(ex, &roll_fn, 1, &x, 0, &a, sizeof a, out);
 }
