@@ -1,0 +1,148 @@
+/* AVX-512 forms of some vmath.h functions, chosen at run time: GCC's
+ * vectorization of the portable forms reads their small tables by gathers
+ * (slow on the CPUs we run on) where a permute of two registers does. Each
+ * does the same floating-point operations in the same order as its
+ * portable form (conversions, permutes and integer steps are exact), so
+ * the bits do not depend on the CPU; test_vmath.c compares the two. */
+#ifndef EV_OPS_VMATH_AVX512_H
+#define EV_OPS_VMATH_AVX512_H
+
+#include "ops/vmath.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define VM_HAVE_AVX512 1
+#define VM_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+
+/* 1 if this CPU runs the AVX-512 forms. */
+static inline int vm_cpu_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+}
+
+/* vm_pow_t and vm_pow_finish's double part for 8 lanes: z (exact), k, the
+ * subinterval and y, widened; the table reads by permutes. */
+VM_TARGET_AVX512 static inline __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
+                                                     __m256 y8, const __m512d *tabs)
+{
+    __m512d z = _mm512_cvtps_pd(z8);
+    __m512i idx = _mm512_cvtepu32_epi64(i8);
+    __m512d invc = _mm512_permutex2var_pd(tabs[0], idx, tabs[1]);
+    __m512d logc = _mm512_permutex2var_pd(tabs[2], idx, tabs[3]);
+    __m512d r = _mm512_sub_pd(_mm512_mul_pd(z, invc), _mm512_set1_pd(1.0));
+    __m512d y0 = _mm512_add_pd(logc, _mm512_cvtepi32_pd(k8));
+    __m512d q = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(VM_POW_C5), r),
+                              _mm512_set1_pd(VM_POW_C4));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C3));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C2));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C1));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C0));
+    __m512d l2 = _mm512_add_pd(_mm512_mul_pd(r, q), y0);
+    __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(y8), l2);
+    /* min/max return their second operand for NaN, which only the slow
+     * lanes can hold; for numbers they are the portable form's selects. */
+    t = _mm512_min_pd(t, _mm512_set1_pd(200.0));
+    t = _mm512_max_pd(t, _mm512_set1_pd(-200.0));
+    __m512d kd = _mm512_add_pd(t, _mm512_set1_pd(VM_POW_SHIFT));
+    __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, _mm512_set1_pd(VM_POW_SHIFT));
+    __m512d f = _mm512_sub_pd(t, kd);
+    /* The permute reads the index's low 4 bits: ki & 15. */
+    __m512i tb = _mm512_permutex2var_epi64(_mm512_castpd_si512(tabs[4]), ki,
+                                           _mm512_castpd_si512(tabs[5]));
+    __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(tb, _mm512_slli_epi64(ki, 48)));
+    __m512d p = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(VM_POW_E4), f),
+                              _mm512_set1_pd(VM_POW_E3));
+    p = _mm512_add_pd(_mm512_mul_pd(p, f), _mm512_set1_pd(VM_POW_E2));
+    p = _mm512_add_pd(_mm512_mul_pd(p, f), _mm512_set1_pd(VM_POW_E1));
+    p = _mm512_mul_pd(p, f);
+    p = _mm512_add_pd(p, _mm512_set1_pd(1.0));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
+}
+
+/* x^y for 16 lanes as pow_f32_n_portable computes it; *slow gets
+ * vm_pow_needs_slow's lanes. */
+VM_TARGET_AVX512 static inline __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
+                                                  __mmask16 *slow)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
+    __m512i ay_bits = _mm512_and_si512(_mm512_castps_si512(y), abs_mask);
+    *slow = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(0x00800000)),
+                                    _mm512_set1_epi32(0x7f000000)) |
+            _mm512_cmpge_epu32_mask(ay_bits, _mm512_set1_epi32(0x7f800000));
+    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
+    __m512i i = _mm512_and_si512(_mm512_srli_epi32(tmp, 19), _mm512_set1_epi32(15));
+    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
+    __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
+    __m512i k = _mm512_srai_epi32(top, 23);
+    __m256 lo = vm_pow_abs_pd8(_mm512_castps512_ps256(z), _mm512_castsi512_si256(k),
+                               _mm512_castsi512_si256(i), _mm512_castps512_ps256(y), tabs);
+    __m256 hi = vm_pow_abs_pd8(_mm512_extractf32x8_ps(z, 1), _mm512_extracti32x8_epi32(k, 1),
+                               _mm512_extracti32x8_epi32(i, 1), _mm512_extractf32x8_ps(y, 1),
+                               tabs);
+    __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    /* vm_pow_yclass: the same float steps. */
+    __m512 ay = _mm512_castsi512_ps(ay_bits);
+    const __m512 two23 = _mm512_set1_ps(0x1p23f);
+    __mmask16 below23 = _mm512_cmp_ps_mask(ay, two23, _CMP_LT_OQ);
+    __m512 sh = _mm512_mask_add_ps(ay, below23, ay, two23);
+    __mmask16 isint = (__mmask16)~below23 |
+                      _mm512_cmp_ps_mask(_mm512_sub_ps(sh, two23), ay, _CMP_EQ_OQ);
+    __mmask16 odd = isint & _mm512_cmp_ps_mask(ay, _mm512_set1_ps(0x1p24f), _CMP_LT_OQ) &
+                    _mm512_test_epi32_mask(_mm512_castps_si512(sh), _mm512_set1_epi32(1));
+    __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    r = _mm512_castsi512_ps(_mm512_mask_xor_epi32(_mm512_castps_si512(r), xneg & odd,
+                                                  _mm512_castps_si512(r),
+                                                  _mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_mask_mov_ps(r, xneg & (__mmask16)~isint, _mm512_set1_ps(NAN));
+}
+
+/* pow_f32_n_portable's results, 16 lanes a step; o may be a or b. */
+VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const float *b,
+                                              int64_t n)
+{
+    __m512d tabs[6];
+    for (int h = 0; h < 2; h++) {
+        tabs[h] = _mm512_loadu_pd(vm_pow_invc + 8 * h);
+        tabs[2 + h] = _mm512_loadu_pd(vm_pow_logc + 8 * h);
+        tabs[4 + h] = _mm512_castsi512_pd(_mm512_loadu_si512(vm_pow_exp2_tab + 8 * h));
+    }
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(m, a + i);
+        __m512 y = _mm512_maskz_loadu_ps(m, b + i);
+        __mmask16 slow;
+        __m512 r = vm_pow_ps16(x, y, tabs, &slow);
+        _mm512_mask_storeu_ps(o + i, m, r);
+        slow &= m;
+        if (slow) {
+            float xs[16], ys[16];
+            _mm512_storeu_ps(xs, x);
+            _mm512_storeu_ps(ys, y);
+            for (int j = 0; j < 16; j++) {
+                if (slow & (1u << j)) {
+                    o[i + j] = powf(xs[j], ys[j]);
+                }
+            }
+        }
+    }
+}
+#endif
+
+/* x^y over n float32 pairs (o may be a or b): the AVX-512 form where the
+ * CPU has it, else the portable one (which the callers' SIMD clones
+ * vectorize for AVX2). */
+VM_INLINE void pow_f32_n(float *o, const float *a, const float *b, int64_t n)
+{
+#ifdef VM_HAVE_AVX512
+    if (vm_cpu_avx512()) {
+        pow_f32_n_avx512(o, a, b, n);
+        return;
+    }
+#endif
+    pow_f32_n_portable(o, a, b, n);
+}
+
+#endif
