@@ -19,6 +19,7 @@
 
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
+#include "ops/vmath_avx512.h"
 
 /* ------------------------------------------------------------------ loops */
 
@@ -104,8 +105,10 @@ UN_LOOP(bitwise_not_int64, int64_t, int64_t, ~x)
  * integers. */
 UN_FLOAT(log1p, log1p_f32(x), log1p(x))
 UN_FLOAT(expm1, expm1_f32(x), expm1(x))
-UN_FLOAT(log2, log2_f32(x), log2(x))
-UN_FLOAT(log10, log10_f32(x), log10(x))
+UN_ARRAY_F32(log2_float32, log2_f32_n)
+UN_LOOP(log2_float64, double, double, log2(x))
+UN_ARRAY_F32(log10_float32, log10_f32_n)
+UN_LOOP(log10_float64, double, double, log10(x))
 UN_FLOAT(exp2, exp2_f32(x), exp2(x))
 UN_ARRAY_F32(tan_float32, tan_f32_n)
 UN_LOOP(tan_float64, double, double, tan(x))
