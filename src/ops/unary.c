@@ -103,7 +103,8 @@ UN_LOOP(bitwise_not_int64, int64_t, int64_t, ~x)
 /* The rows added through the op table: float32 by vmath.h, float64 by
  * libm (one call per element), exact integer forms where the rule keeps
  * integers. */
-UN_FLOAT(log1p, log1p_f32(x), log1p(x))
+UN_ARRAY_F32(log1p_float32, log1p_f32_n)
+UN_LOOP(log1p_float64, double, double, log1p(x))
 UN_FLOAT(expm1, expm1_f32(x), expm1(x))
 UN_ARRAY_F32(log2_float32, log2_f32_n)
 UN_LOOP(log2_float64, double, double, log2(x))

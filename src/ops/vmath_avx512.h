@@ -221,6 +221,78 @@ VM_TARGET_AVX512 static void log10_f32_n_avx512(float *o, const float *a, int64_
 {
     vm_logt_n_avx512(o, a, n, vm_log10t_tab, 1);
 }
+
+/* log1p of 16 lanes as vm_log1pt_finish computes it; tab as for
+ * vm_logt_ps16. */
+VM_TARGET_AVX512 static inline __m512 vm_log1pt_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 u = _mm512_add_ps(one, x);
+    __m512 m = _mm512_getmant_ps(u, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_zero);
+    __m512 e = _mm512_getexp_ps(u);
+    e = _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(m, one, _CMP_LT_OQ), e, one);
+    __m512i idx = _mm512_srli_epi32(_mm512_castps_si512(m), 19);
+    __m512 c = _mm512_permutexvar_ps(idx, tab[0]);
+    __m512 invc = _mm512_permutexvar_ps(idx, tab[1]);
+    __m512 thi = _mm512_permutexvar_ps(idx, tab[2]);
+    __m512 tlo = _mm512_permutexvar_ps(idx, tab[3]);
+    __m512 ax = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+    __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
+    __m512 r = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_sub_ps(m, c), invc), small, x);
+    __m512 corr = _mm512_div_ps(_mm512_sub_ps(x, _mm512_sub_ps(u, one)), u);
+    __m512 s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_HI)), thi);
+    __m512 tl = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_LO)));
+    tl = _mm512_add_ps(tl, corr);
+    s = _mm512_mask_mov_ps(s, small, zero);
+    tl = _mm512_mask_mov_ps(tl, small, zero);
+    __m512 q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-1.673280746e-01f), r),
+                             _mm512_set1_ps(2.007838190e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.499992847e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(3.333323896e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-5.000000000e-01f));
+    __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
+    __m512 res = _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
+    /* -1 and below, NaN, +inf, +-0. */
+    __mmask16 sp = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_NGT_UQ) |
+                   _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) |
+                   _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ);
+    if (sp) {
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_EQ_OQ),
+                                 _mm512_set1_ps(-INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ),
+                                 _mm512_set1_ps(INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_NGE_UQ),
+                                 _mm512_set1_ps(NAN));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), x);
+    }
+    return res;
+}
+
+VM_TARGET_AVX512 static void log1p_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    float cols[4][16];
+    for (int j = 0; j < 16; j++) {
+        cols[0][j] = vm_lnt_tab[j].c;
+        cols[1][j] = vm_lnt_tab[j].invc;
+        cols[2][j] = vm_lnt_tab[j].thi;
+        cols[3][j] = vm_lnt_tab[j].tlo;
+    }
+    __m512 tab[4];
+    for (int k = 0; k < 4; k++) {
+        tab[k] = _mm512_loadu_ps(cols[k]);
+    }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(o + i, vm_log1pt_ps16(_mm512_loadu_ps(a + i), tab));
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, a + i);
+        _mm512_mask_storeu_ps(o + i, m, vm_log1pt_ps16(x, tab));
+    }
+}
 #endif
 
 /* x^y over n float32 pairs (o may be a or b): the AVX-512 form where the
@@ -259,6 +331,17 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
     }
 #endif
     log10_f32_n_portable(o, a, n);
+}
+
+VM_INLINE void log1p_f32_n(float *o, const float *a, int64_t n)
+{
+#ifdef VM_HAVE_AVX512
+    if (vm_cpu_avx512()) {
+        log1p_f32_n_avx512(o, a, n);
+        return;
+    }
+#endif
+    log1p_f32_n_portable(o, a, n);
 }
 
 #endif

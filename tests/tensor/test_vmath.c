@@ -81,7 +81,8 @@ ARRAY_FN(log2_arr, log2_f32_n)
 ARRAY_FN(log2_portable_arr, log2_f32_n_portable)
 ARRAY_FN(log10_arr, log10_f32_n)
 ARRAY_FN(log10_portable_arr, log10_f32_n_portable)
-ELEMENTWISE(log1p_arr, log1p_f32)
+ARRAY_FN(log1p_arr, log1p_f32_n)
+ARRAY_FN(log1p_portable_arr, log1p_f32_n_portable)
 ELEMENTWISE(sinh_arr, sinh_f32)
 ELEMENTWISE(cosh_arr, cosh_f32)
 ELEMENTWISE(sigmoid_arr, sigmoid_f32)
@@ -457,7 +458,8 @@ static const ucase unary_cases[] = {
     {"log2 (portable)", log2_portable_arr, log2, 1.3},
     {"log10", log10_arr, log10, 1.3},
     {"log10 (portable)", log10_portable_arr, log10, 1.3},
-    {"log1p", log1p_arr, log1p, 0.9},
+    {"log1p", log1p_arr, log1p, 1.3},
+    {"log1p (portable)", log1p_portable_arr, log1p, 1.3},
     {"sinh", sinh_arr, sinh, 1.7},
     {"cosh", cosh_arr, cosh, 1.5},
     {"sigmoid", sigmoid_arr, ref_sigmoid, 2.5},
@@ -481,6 +483,7 @@ static void test_unary_forms(void)
     } pairs[] = {
         {"log2", log2_arr, log2_portable_arr},
         {"log10", log10_arr, log10_portable_arr},
+        {"log1p", log1p_arr, log1p_portable_arr},
     };
     static float in[CHUNK], r1[CHUNK], r2[CHUNK];
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
