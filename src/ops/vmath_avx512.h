@@ -14,6 +14,20 @@
 #define VM_HAVE_AVX512 1
 #define VM_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
 
+/* |x|, and x negated in the lanes of m (sign flips, as C's -x). */
+VM_TARGET_AVX512 static inline __m512 vm_abs_ps(__m512 x)
+{
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+VM_TARGET_AVX512 static inline __m512 vm_neg_where_ps(__m512 x, __mmask16 m)
+{
+    __m512i b = _mm512_castps_si512(x);
+    return _mm512_castsi512_ps(
+        _mm512_mask_xor_epi32(b, m, b, _mm512_set1_epi32((int)0x80000000u)));
+}
+
 /* 1 if this CPU runs the AVX-512 forms. */
 static inline int vm_cpu_avx512(void)
 {
@@ -222,13 +236,13 @@ VM_TARGET_AVX512 static void log10_f32_n_avx512(float *o, const float *a, int64_
     vm_logt_n_avx512(o, a, n, vm_log10t_tab, 1);
 }
 
-/* log1p of 16 lanes as vm_log1pt_finish computes it; tab as for
- * vm_logt_ps16. */
-VM_TARGET_AVX512 static inline __m512 vm_log1pt_ps16(__m512 x, const __m512 *tab)
+/* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
+VM_TARGET_AVX512 static inline __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
+                                                          const __m512 *tab)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 zero = _mm512_setzero_ps();
-    __m512 u = _mm512_add_ps(one, x);
+    __m512 u = _mm512_add_ps(one, xc);
     __m512 m = _mm512_getmant_ps(u, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_zero);
     __m512 e = _mm512_getexp_ps(u);
     e = _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(m, one, _CMP_LT_OQ), e, one);
@@ -237,24 +251,29 @@ VM_TARGET_AVX512 static inline __m512 vm_log1pt_ps16(__m512 x, const __m512 *tab
     __m512 invc = _mm512_permutexvar_ps(idx, tab[1]);
     __m512 thi = _mm512_permutexvar_ps(idx, tab[2]);
     __m512 tlo = _mm512_permutexvar_ps(idx, tab[3]);
-    __m512 ax = _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
-    __mmask16 small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
-    __m512 r = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_sub_ps(m, c), invc), small, x);
-    __m512 corr = _mm512_div_ps(_mm512_sub_ps(x, _mm512_sub_ps(u, one)), u);
+    __mmask16 small = _mm512_cmp_ps_mask(vm_abs_ps(xc), _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
+    __m512 r = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_sub_ps(m, c), invc), small, xc);
+    __m512 corr = _mm512_div_ps(_mm512_add_ps(_mm512_sub_ps(xc, _mm512_sub_ps(u, one)), lo), u);
     __m512 s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_HI)), thi);
     __m512 tl = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_LO)));
     tl = _mm512_add_ps(tl, corr);
     s = _mm512_mask_mov_ps(s, small, zero);
-    tl = _mm512_mask_mov_ps(tl, small, zero);
+    tl = _mm512_mask_mov_ps(tl, small, lo);
     __m512 q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-1.673280746e-01f), r),
                              _mm512_set1_ps(2.007838190e-01f));
     q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.499992847e-01f));
     q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(3.333323896e-01f));
     q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-5.000000000e-01f));
     __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
-    __m512 res = _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
-    /* -1 and below, NaN, +inf, +-0. */
+    return _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
+}
+
+/* log1p, asinh and atanh of 16 lanes as their portable forms. */
+VM_TARGET_AVX512 static inline __m512 vm_log1p_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 res = vm_log1pt_core_ps16(x, zero, tab);
+    /* -1 and below, NaN, +inf, +-0: vm_log1p_specials_f32. */
     __mmask16 sp = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_NGT_UQ) |
                    _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) |
                    _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ);
@@ -270,29 +289,81 @@ VM_TARGET_AVX512 static inline __m512 vm_log1pt_ps16(__m512 x, const __m512 *tab
     return res;
 }
 
-VM_TARGET_AVX512 static void log1p_f32_n_avx512(float *o, const float *a, int64_t n)
+VM_TARGET_AVX512 static inline __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
 {
-    float cols[4][16];
-    for (int j = 0; j < 16; j++) {
-        cols[0][j] = vm_lnt_tab[j].c;
-        cols[1][j] = vm_lnt_tab[j].invc;
-        cols[2][j] = vm_lnt_tab[j].thi;
-        cols[3][j] = vm_lnt_tab[j].tlo;
-    }
-    __m512 tab[4];
-    for (int k = 0; k < 4; k++) {
-        tab[k] = _mm512_loadu_ps(cols[k]);
-    }
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(o + i, vm_log1pt_ps16(_mm512_loadu_ps(a + i), tab));
-    }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, a + i);
-        _mm512_mask_storeu_ps(o + i, m, vm_log1pt_ps16(x, tab));
-    }
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = vm_abs_ps(x);
+    __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
+    __mmask16 inf = _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
+    __m512 ac = _mm512_mask_mov_ps(a, big, one);
+    __m512 a2 = _mm512_mul_ps(ac, ac);
+    __m512 q = _mm512_div_ps(a2, _mm512_add_ps(one, _mm512_sqrt_ps(_mm512_add_ps(one, a2))));
+    __m512 u = _mm512_add_ps(ac, q);
+    __m512 l = _mm512_add_ps(_mm512_sub_ps(ac, u), q);
+    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
+    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(a, inf, one));
+    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
+    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
+    r = _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+    r = vm_neg_where_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ) |
+                     _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(r, keep, x);
 }
+
+VM_TARGET_AVX512 static inline __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = vm_abs_ps(x);
+    __m512 ac = _mm512_mask_mov_ps(_mm512_set1_ps(0.5f),
+                                   _mm512_cmp_ps_mask(a, one, _CMP_LT_OQ), a);
+    __m512 xc = _mm512_div_ps(_mm512_add_ps(ac, ac), _mm512_sub_ps(one, ac));
+    __m512 big = _mm512_mul_ps(_mm512_set1_ps(0.5f),
+                               vm_log1pt_core_ps16(xc, _mm512_setzero_ps(), tab));
+    big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, one, _CMP_EQ_OQ),
+                             _mm512_set1_ps(INFINITY));
+    big = vm_neg_where_ps(big, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.81740078349e-1f), z),
+                             _mm512_set1_ps(8.24370301058e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.46691431730e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.99782164500e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(3.33337300303e-1f));
+    p = _mm512_mul_ps(p, z);
+    __m512 small = _mm512_add_ps(x, _mm512_mul_ps(x, p));
+    __m512 r = _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ),
+                                  big);
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, one, _CMP_GT_OQ), _mm512_set1_ps(NAN));
+}
+
+/* o[i] = F(a[i]) over n floats for the 16-lane forms on the log table. */
+#define VM_LOG1PT_AVX512(name, F)                                                  \
+    VM_TARGET_AVX512 static void name(float *o, const float *a, int64_t n)         \
+    {                                                                              \
+        float cols[4][16];                                                         \
+        for (int j = 0; j < 16; j++) {                                             \
+            cols[0][j] = vm_lnt_tab[j].c;                                          \
+            cols[1][j] = vm_lnt_tab[j].invc;                                       \
+            cols[2][j] = vm_lnt_tab[j].thi;                                        \
+            cols[3][j] = vm_lnt_tab[j].tlo;                                        \
+        }                                                                          \
+        __m512 tab[4];                                                             \
+        for (int k = 0; k < 4; k++) {                                              \
+            tab[k] = _mm512_loadu_ps(cols[k]);                                     \
+        }                                                                          \
+        int64_t i = 0;                                                             \
+        for (; i + 16 <= n; i += 16) {                                             \
+            _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(a + i), tab));               \
+        }                                                                          \
+        if (i < n) {                                                               \
+            __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                       \
+            __m512 x = _mm512_maskz_loadu_ps(m, a + i);                            \
+            _mm512_mask_storeu_ps(o + i, m, F(x, tab));                            \
+        }                                                                          \
+    }
+VM_LOG1PT_AVX512(log1p_f32_n_avx512, vm_log1p_ps16)
+VM_LOG1PT_AVX512(asinh_f32_n_avx512, vm_asinh_ps16)
+VM_LOG1PT_AVX512(atanh_f32_n_avx512, vm_atanh_ps16)
 #endif
 
 /* x^y over n float32 pairs (o may be a or b): the AVX-512 form where the
@@ -333,15 +404,30 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
     log10_f32_n_portable(o, a, n);
 }
 
+/* log1p, asinh and atanh over n float32 (o may be a). */
+#ifdef VM_HAVE_AVX512
+#define VM_DISPATCH(name)                  \
+    if (vm_cpu_avx512()) {                 \
+        name##_avx512(o, a, n);            \
+        return;                            \
+    }                                      \
+    name##_portable(o, a, n)
+#else
+#define VM_DISPATCH(name) name##_portable(o, a, n)
+#endif
 VM_INLINE void log1p_f32_n(float *o, const float *a, int64_t n)
 {
-#ifdef VM_HAVE_AVX512
-    if (vm_cpu_avx512()) {
-        log1p_f32_n_avx512(o, a, n);
-        return;
-    }
-#endif
-    log1p_f32_n_portable(o, a, n);
+    VM_DISPATCH(log1p_f32_n);
+}
+
+VM_INLINE void asinh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(asinh_f32_n);
+}
+
+VM_INLINE void atanh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(atanh_f32_n);
 }
 
 #endif

@@ -91,9 +91,11 @@ ELEMENTWISE(gelu_arr, gelu_f32)
 ELEMENTWISE(atan_arr, atan_f32)
 ELEMENTWISE(asin_arr, asin_f32)
 ELEMENTWISE(acos_arr, acos_f32)
-ELEMENTWISE(asinh_arr, asinh_f32)
+ARRAY_FN(asinh_arr, asinh_f32_n)
+ARRAY_FN(asinh_portable_arr, asinh_f32_n_portable)
 ELEMENTWISE(acosh_arr, acosh_f32)
-ELEMENTWISE(atanh_arr, atanh_f32)
+ARRAY_FN(atanh_arr, atanh_f32_n)
+ARRAY_FN(atanh_portable_arr, atanh_f32_n_portable)
 
 typedef void (*arr2_fn)(float *o, const float *a, const float *b, int64_t n);
 
@@ -469,8 +471,10 @@ static const ucase unary_cases[] = {
     {"asin", asin_arr, asin, 2.0},
     {"acos", acos_arr, acos, 1.2},
     {"asinh", asinh_arr, asinh, 1.3},
+    {"asinh (portable)", asinh_portable_arr, asinh, 1.3},
     {"acosh", acosh_arr, acosh, 1.9},
     {"atanh", atanh_arr, atanh, 1.1},
+    {"atanh (portable)", atanh_portable_arr, atanh, 1.1},
 };
 
 /* The AVX-512 forms (where this CPU has them) give their portable forms'
@@ -484,6 +488,8 @@ static void test_unary_forms(void)
         {"log2", log2_arr, log2_portable_arr},
         {"log10", log10_arr, log10_portable_arr},
         {"log1p", log1p_arr, log1p_portable_arr},
+        {"asinh", asinh_arr, asinh_portable_arr},
+        {"atanh", atanh_arr, atanh_portable_arr},
     };
     static float in[CHUNK], r1[CHUNK], r2[CHUNK];
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
