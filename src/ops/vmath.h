@@ -955,10 +955,12 @@ VM_INLINE float hypot_f32(float x, float y)
 /* atan2 as C99 in float: with n = min(|x|, |y|) and d = max, atan(n / d)
  * by vm_atan_pos_f32's polynomial (v = n / d, or (n - d) / (n + d) = tan(a
  * - pi/4) from n >= d/2, where n - d is exact: one division), then the
- * angle k pi/4 +- w of the octant added in double, one rounding: within
- * 1.8 ulp (1.79 over 1e8 pairs), twice as fast as the double form. Equal
- * (infinite) arguments give pi/4 and both zero 0 before the quadrant; d
- * above 2^126 scales both by 1/4 so that n + d stays finite. */
+ * angle k pi/4 +- w of the octant, k pi/4 in two parts, the first exact
+ * times k (in float: 8% faster than the sum in double was, and as
+ * accurate): within 1.8 ulp (1.70 over the 6 million pairs of
+ * test_vmath.c), twice as fast as the double form. Equal (infinite)
+ * arguments give pi/4 and both zero 0 before the quadrant; d above 2^126
+ * scales both by 1/4 so that n + d stays finite. */
 VM_INLINE float atan2_f32(float y, float x)
 {
     float ay = y < 0.0f ? -y : y;
@@ -985,9 +987,10 @@ VM_INLINE float atan2_f32(float y, float x)
     sw = swap ? -sw : sw;
     k = xneg ? 4.0f - k : k;
     sw = xneg ? -sw : sw;
-    double a = (double)k * 0.78539816339744831 + (double)(sw * w);
+    /* pi/4 = 0x1.921fb4p-1 (22 bits: k times it is exact) + 3.7748951e-8 */
+    float a = k * 0x1.921fb4p-1f + (sw * w + k * 3.774895063e-08f);
     a = y < 0.0f || (y == 0.0f && signbit(y)) ? -a : a;
-    return x != x || y != y ? x + y : (float)a;
+    return x != x || y != y ? x + y : a;
 }
 
 /* log(e^x + e^y) = max + log1p(e^(-|x - y|)), equal arguments (infinities
