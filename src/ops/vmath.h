@@ -141,7 +141,12 @@ VM_INLINE float tanh_f32(float x)
     float z = x * x;
     float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
                 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-    float big = 1.0f - 2.0f / (exp_f32(ax + ax) + 1.0f);
+    /* tanh is 1 in float from 9.01: clamped at 10, e^(2|x|) needs no
+     * overflow guard and 2^k no split (NaN goes to p below). */
+    float ac = ax < 10.0f ? ax : 10.0f;
+    float kf;
+    float e = (vm_expm1_reduced_f32(ac + ac, &kf) + 1.0f) * pow2i_f32(vm_kf_int(kf));
+    float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0.0f ? -big : big;
     p = x == 0.0f ? x : p; /* keeps the sign of -0 */
     return ax >= 0.625f ? big : p;
