@@ -974,8 +974,8 @@ VM_INLINE float hypot_f32(float x, float y)
  * scales both by 1/4 so that n + d stays finite. */
 VM_INLINE float atan2_f32(float y, float x)
 {
-    float ay = y < 0.0f ? -y : y;
-    float ax = x < 0.0f ? -x : x;
+    float ay = fabsf(y);
+    float ax = fabsf(x);
     int swap = ay > ax;
     float num = swap ? ax : ay, den = swap ? ay : ax;
     float sc = den > 0x1p126f ? 0.25f : 1.0f;
@@ -989,9 +989,14 @@ VM_INLINE float atan2_f32(float y, float x)
                  0.11006880551576614f) * z - 0.14279800653457642f) * z +
                0.19999875128269196f) * z - 0.3333333432674408f;
     float w = v + v * (z * p);
-    /* angle = k pi/4 + sw w: mid adds pi/4, swap takes pi/2 minus it, x
-     * negative (or -0) pi minus that. */
-    int xneg = x < 0.0f || (x == 0.0f && signbit(x));
+    /* angle = k pi/4 + sw w (>= +0): mid adds pi/4, swap takes pi/2 minus
+     * it, x negative (or -0) pi minus that; y's sign bit is the result's.
+     * The signs from the bits: signbit() in a condition left GCC moving
+     * masks through general registers, at twice the cost. */
+    uint32_t xb, yb;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&yb, &y, sizeof yb);
+    int xneg = (int32_t)xb < 0;
     float k = mid ? 1.0f : 0.0f;
     float sw = 1.0f;
     k = swap ? 2.0f - k : k;
@@ -1000,7 +1005,10 @@ VM_INLINE float atan2_f32(float y, float x)
     sw = xneg ? -sw : sw;
     /* pi/4 = 0x1.921fb4p-1 (22 bits: k times it is exact) + 3.7748951e-8 */
     float a = k * 0x1.921fb4p-1f + (sw * w + k * 3.774895063e-08f);
-    a = y < 0.0f || (y == 0.0f && signbit(y)) ? -a : a;
+    uint32_t ab;
+    memcpy(&ab, &a, sizeof ab);
+    ab ^= yb & 0x80000000u;
+    memcpy(&a, &ab, sizeof a);
     return x != x || y != y ? x + y : a;
 }
 
