@@ -473,9 +473,10 @@ VM_INLINE float expm1_f32(float x)
  * nothing cancels), r = (m - c) / c as (m - c) invc (m - c exact by
  * Sterbenz; |r| <= 1/16), log(m) = log c + r Q(r). log c = thi + tlo
  * with thi a multiple of 2^-16, so that S = e log(2)_hi + thi is exact,
- * and the sum is S + (small terms). Within 1.3 ulp (log2: 1.227 over the
- * sample of test_vmath.c; log10: 1.235), in AVX-512 at 40% of the cost of
- * the degree-9 form this replaced (1.0 and 0.9 ulp). log2
+ * and the sum is S + (small terms). Within 1.35 ulp (log2: 1.340 over
+ * every float, next to 1.0625 where S and the small terms cancel by 1.5)
+ * and 1.3 (log10: 1.260 over every float), in AVX-512 at 40% of the cost
+ * of the degree-9 form this replaced (1.0 and 0.9 ulp). log2
  * is exact at powers of 2. Special values (0, negative, inf, NaN) by
  * vm_log_specials_f32. vmath_avx512.h reads the tables by permutes; the
  * portable form reads them in a loop of their own (GCC 12 does not
@@ -621,11 +622,12 @@ VM_INLINE float vm_log1p2_core_f32(float xc, float lo)
  * rounding's first-order correction, added to the small terms; where |x| <
  * 1/16 (u in c = 1's subintervals), r = x itself (exact) and the
  * correction is not needed. Q1 of degree 4 (Q's relative error 4e-10),
- * a0 = 1. Within 1.3 ulp (1.192 over the sample of test_vmath.c), in
+ * a0 = 1. Within 1.3 ulp (1.278 over every float), in
  * AVX-512 at 45% of the cost of the table-free form (0.9 ulp), whose core
  * vm_log1p2_core_f32 acosh keeps using. asinh and atanh go through this
- * core too (vm_log1pt_core, below): within 1.3 ulp (1.265) and 1.1
- * (0.961), at 75% and 65% of their cost through vm_log1p2_core_f32. */
+ * core too (vm_log1pt_core, below): within 1.35 ulp (1.306 over every
+ * float; 1.251 before) and 1.1 (1.014), at 75% and 65% of their cost
+ * through vm_log1p2_core_f32. */
 static const vm_logt_row vm_lnt_tab[16] = {
     {1.000000000e+00f, 1.000000000e+00f, 0x0.0p+0f, 0.0f},
     {1.093750000e+00f, 9.142857194e-01f, 0x1.6f1p-4f, -2.709474302e-06f},
