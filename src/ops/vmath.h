@@ -664,14 +664,14 @@ VM_INLINE float vm_log1p_specials_f32(float x, float r)
 /* log1p(xc + lo) (no special values) from u = 1 + xc's reduction and
  * table row: lo, a sum's rounding error that formed xc, joins the
  * correction (or, where r = xc, the small terms). */
-VM_INLINE float vm_log1pt_core(float xc, float lo, float u, float m, float ef,
-                               const vm_logt_row *t)
+VM_INLINE float vm_log1pt_core(float xc, float lo, float u, float m, float ef, float c,
+                               float invc, float thi, float tlo)
 {
     int small = fabsf(xc) < 0.0625f;
-    float r = small ? xc : (m - t->c) * t->invc;
+    float r = small ? xc : (m - c) * invc;
     float corr = ((xc - (u - 1.0f)) + lo) / u;
-    float s = small ? 0.0f : ef * VM_LN2_HI + t->thi;
-    float tl = small ? lo : (t->tlo + ef * VM_LN2_LO) + corr;
+    float s = small ? 0.0f : ef * VM_LN2_HI + thi;
+    float tl = small ? lo : (tlo + ef * VM_LN2_LO) + corr;
     float p = r * (r * VM_LNT_Q1(r));
     return s + (tl + (r + p));
 }
@@ -733,14 +733,15 @@ VM_INLINE float vm_atanh_post(float x, float l)
 }
 
 /* o[i] = f(a[i]) for the functions above by blocks (o may be a): PRE and
- * the reduction, the table rows, then the rest. */
+ * the reduction, the table entries (into one array per column: GCC 12
+ * leaves the last loop scalar if it reads rows), then the rest. */
 #define VM_LOG1PT_ARRAY(name, PRE, POST)                                       \
     VM_INLINE void name(float *o, const float *a, int64_t n)                   \
     {                                                                          \
         float xa[VM_BLOCK], xc[VM_BLOCK], la[VM_BLOCK], ua[VM_BLOCK];          \
         float ma[VM_BLOCK], ea[VM_BLOCK];                                      \
+        float ca[VM_BLOCK], inva[VM_BLOCK], tha[VM_BLOCK], tla[VM_BLOCK];      \
         uint32_t ia[VM_BLOCK];                                                 \
-        vm_logt_row rows[VM_BLOCK];                                            \
         for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {                         \
             int m = n - i0 < VM_BLOCK ? (int)(n - i0) : VM_BLOCK;              \
             memcpy(xa, a + i0, (size_t)m * sizeof(float));                    \
@@ -750,12 +751,17 @@ VM_INLINE float vm_atanh_post(float x, float l)
                 ia[j] = vm_logt_reduce(ua[j], &ma[j], &ea[j]);                 \
             }                                                                  \
             for (int j = 0; j < m; j++) {                                      \
-                rows[j] = vm_lnt_tab[ia[j]];                                   \
+                const vm_logt_row *t = &vm_lnt_tab[ia[j]];                     \
+                ca[j] = t->c;                                                  \
+                inva[j] = t->invc;                                             \
+                tha[j] = t->thi;                                               \
+                tla[j] = t->tlo;                                               \
             }                                                                  \
             float *ob = o + i0;                                                \
             for (int j = 0; j < m; j++) {                                      \
                 ob[j] = POST(xa[j], vm_log1pt_core(xc[j], la[j], ua[j], ma[j], \
-                                                   ea[j], &rows[j]));          \
+                                                   ea[j], ca[j], inva[j],      \
+                                                   tha[j], tla[j]));           \
             }                                                                  \
         }                                                                      \
     }
