@@ -19,6 +19,7 @@
 
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
+#include "ops/vmath_avx512.h"
 
 /* ------------------------------------------------------------------ loops */
 
@@ -181,9 +182,6 @@ FLOAT_HELPERS(f64, double, fmod, floor, copysign)
 #define MOD_I(T, U, S) mod_##S(x, y)
 #define MOD_F(T, S) fmod_py_##S(x, y)
 #define POW_I(T, U, S) ipow_##S(x, y, &ctx->err)
-/* glibc's powf (tables, scalar) takes 2.7 ns; a vectorized e^(y log x) in
- * double with C99's special cases by selects took 3.6. */
-#define POW_F32(T, S) powf(x, y)
 #define POW_F64(T, S) pow(x, y)
 #define MAX_I(T, U, S) (x > y ? x : y)
 #define MIN_I(T, U, S) (x < y ? x : y)
@@ -205,7 +203,15 @@ LOOPS_FLOAT(floor_divide, FDIV_F)
 LOOPS_INT(remainder, MOD_I)
 LOOPS_FLOAT(remainder, MOD_F)
 LOOPS_INT(pow, POW_I)
-BIN_LOOP(pow_general_float32, float, float, POW_F32(float, f32))
+/* float32 by vmath_avx512.h's pow_f32_n (vectorized, its special cases by
+ * libm: glibc's powf, scalar, took 2.7 ns an element), cloned for the
+ * portable form's AVX2 build. */
+EV__SIMD_CLONES
+static void pow_general_float32(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx)
+{
+    (void)ctx;
+    pow_f32_n(out_, in[0], in[1], n);
+}
 BIN_LOOP(pow_general_float64, double, double, POW_F64(double, f64))
 
 /* x ** 2 (a run whose exponents are all 2, as a broadcast Python scalar

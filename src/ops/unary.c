@@ -19,6 +19,7 @@
 
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
+#include "ops/vmath_avx512.h"
 
 /* ------------------------------------------------------------------ loops */
 
@@ -102,10 +103,13 @@ UN_LOOP(bitwise_not_int64, int64_t, int64_t, ~x)
 /* The rows added through the op table: float32 by vmath.h, float64 by
  * libm (one call per element), exact integer forms where the rule keeps
  * integers. */
-UN_FLOAT(log1p, log1p_f32(x), log1p(x))
+UN_ARRAY_F32(log1p_float32, log1p_f32_n)
+UN_LOOP(log1p_float64, double, double, log1p(x))
 UN_FLOAT(expm1, expm1_f32(x), expm1(x))
-UN_FLOAT(log2, log2_f32(x), log2(x))
-UN_FLOAT(log10, log10_f32(x), log10(x))
+UN_ARRAY_F32(log2_float32, log2_f32_n)
+UN_LOOP(log2_float64, double, double, log2(x))
+UN_ARRAY_F32(log10_float32, log10_f32_n)
+UN_LOOP(log10_float64, double, double, log10(x))
 UN_FLOAT(exp2, exp2_f32(x), exp2(x))
 UN_ARRAY_F32(tan_float32, tan_f32_n)
 UN_LOOP(tan_float64, double, double, tan(x))
@@ -114,9 +118,11 @@ UN_FLOAT(acos, acos_f32(x), acos(x))
 UN_FLOAT(atan, atan_f32(x), atan(x))
 UN_FLOAT(sinh, sinh_f32(x), sinh(x))
 UN_FLOAT(cosh, cosh_f32(x), cosh(x))
-UN_FLOAT(asinh, asinh_f32(x), asinh(x))
+UN_ARRAY_F32(asinh_float32, asinh_f32_n)
+UN_LOOP(asinh_float64, double, double, asinh(x))
 UN_FLOAT(acosh, acosh_f32(x), acosh(x))
-UN_FLOAT(atanh, atanh_f32(x), atanh(x))
+UN_ARRAY_F32(atanh_float32, atanh_f32_n)
+UN_LOOP(atanh_float64, double, double, atanh(x))
 UN_FLOAT(erf, erf_f32(x), erf(x))
 UN_FLOAT(reciprocal, 1.0f / x, 1.0 / x)
 /* Rounding keeps integers as they are (as PyTorch and the Array API). */

@@ -19,6 +19,7 @@
 
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
+#include "ops/vmath_avx512.h"
 #include "test.h"
 
 typedef void (*arr_fn)(float *o, const float *a, int64_t n);
@@ -68,9 +69,20 @@ ELEMENTWISE(log_arr, log_f32)
 ELEMENTWISE(tanh_arr, tanh_f32)
 ELEMENTWISE(exp2_arr, exp2_f32)
 ELEMENTWISE(expm1_arr, expm1_f32)
-ELEMENTWISE(log2_arr, log2_f32)
-ELEMENTWISE(log10_arr, log10_f32)
-ELEMENTWISE(log1p_arr, log1p_f32)
+/* The table forms of log2 and log10: as the kernels run them (AVX-512
+ * where the CPU has it), and the portable form alone. */
+#define ARRAY_FN(name, FN)                                      \
+    EV__SIMD_CLONES                                             \
+    static void name(float *o, const float *a, int64_t n)       \
+    {                                                           \
+        FN(o, a, n);                                            \
+    }
+ARRAY_FN(log2_arr, log2_f32_n)
+ARRAY_FN(log2_portable_arr, log2_f32_n_portable)
+ARRAY_FN(log10_arr, log10_f32_n)
+ARRAY_FN(log10_portable_arr, log10_f32_n_portable)
+ARRAY_FN(log1p_arr, log1p_f32_n)
+ARRAY_FN(log1p_portable_arr, log1p_f32_n_portable)
 ELEMENTWISE(sinh_arr, sinh_f32)
 ELEMENTWISE(cosh_arr, cosh_f32)
 ELEMENTWISE(sigmoid_arr, sigmoid_f32)
@@ -79,9 +91,11 @@ ELEMENTWISE(gelu_arr, gelu_f32)
 ELEMENTWISE(atan_arr, atan_f32)
 ELEMENTWISE(asin_arr, asin_f32)
 ELEMENTWISE(acos_arr, acos_f32)
-ELEMENTWISE(asinh_arr, asinh_f32)
+ARRAY_FN(asinh_arr, asinh_f32_n)
+ARRAY_FN(asinh_portable_arr, asinh_f32_n_portable)
 ELEMENTWISE(acosh_arr, acosh_f32)
-ELEMENTWISE(atanh_arr, atanh_f32)
+ARRAY_FN(atanh_arr, atanh_f32_n)
+ARRAY_FN(atanh_portable_arr, atanh_f32_n_portable)
 
 typedef void (*arr2_fn)(float *o, const float *a, const float *b, int64_t n);
 
@@ -97,6 +111,18 @@ typedef void (*arr2_fn)(float *o, const float *a, const float *b, int64_t n);
 ELEMENTWISE2(atan2_arr, atan2_f32)
 ELEMENTWISE2(hypot_arr, hypot_f32)
 ELEMENTWISE2(logaddexp_arr, logaddexp_f32)
+
+/* pow as binary.c's kernel runs it (the AVX-512 form on a CPU that has
+ * it), and the portable form alone, as the AVX2 and baseline builds run it. */
+EV__SIMD_CLONES static void pow_arr(float *o, const float *a, const float *b, int64_t n)
+{
+    pow_f32_n(o, a, b, n);
+}
+
+EV__SIMD_CLONES static void pow_portable_arr(float *o, const float *a, const float *b, int64_t n)
+{
+    pow_f32_n_portable(o, a, b, n);
+}
 
 /* ------------------------------------------------------------ the check */
 
@@ -306,6 +332,8 @@ static const bcase binary_cases[] = {
     {"atan2", atan2_arr, atan2, 1.8},
     {"hypot", hypot_arr, hypot, 0.501},
     {"logaddexp", logaddexp_arr, ref_logaddexp, 0.501},
+    {"pow", pow_arr, pow, 0.501},
+    {"pow (portable)", pow_portable_arr, pow, 0.501},
 };
 
 static void test_binary(void)
@@ -313,6 +341,87 @@ static void test_binary(void)
     long pairs = ev_test_scaled(2000000);
     for (size_t i = 0; i < sizeof binary_cases / sizeof binary_cases[0]; i++) {
         check_binary(&binary_cases[i], pairs);
+    }
+}
+
+/* pow's test pairs: in round 0 every special with every special, then a
+ * mix of random bit patterns, small halves to half-integer powers (exact
+ * results, overflow and underflow) and x of either sign to integer y. */
+enum { POW_N = 5003 }; /* above N_SPECIALS^2, and no multiple of 16 */
+
+static void fill_pow_pairs(float *xa, float *ya, long round)
+{
+    for (int i = 0; i < POW_N; i++) {
+        int kind = i % 3;
+        if (round == 0 && i < N_SPECIALS * N_SPECIALS) {
+            xa[i] = specials[i / N_SPECIALS];
+            ya[i] = specials[i % N_SPECIALS];
+        } else if (kind == 0) {
+            xa[i] = bits_float(rand32());
+            ya[i] = bits_float(rand32());
+        } else if (kind == 1) {
+            xa[i] = (float)((int)(rand32() % 17) - 8) * 0.5f;
+            ya[i] = (float)((int)(rand32() % 301) - 150) * 0.5f;
+        } else {
+            xa[i] = bits_float((rand32() & 0x80000000u) | (0x3c000000u + rand32() % 0x06000000u));
+            ya[i] = (float)((int)(rand32() % 81) - 40);
+        }
+    }
+}
+
+/* 1 if got is of libm's class: NaN, the same infinity or signed zero, or a
+ * nonzero finite number of the same sign. */
+static int same_class(float got, float want)
+{
+    if (isnan(want) || isnan(got)) {
+        return isnan(want) && isnan(got);
+    }
+    if (!signbit(got) != !signbit(want)) {
+        return 0;
+    }
+    if (want == 0.0f || isinf(want)) {
+        return got == want;
+    }
+    return got != 0.0f && !isinf(got);
+}
+
+/* pow's AVX-512 form (when this CPU has one) gives the portable form's
+ * bits, out of place, in place over either operand and at every tail
+ * length; the C99 cases on the fast path (negative x with integer y, 1^y,
+ * x^0, overflow, underflow to subnormals and 0) are libm's. */
+static void test_pow_forms(void)
+{
+    static float xa[POW_N], ya[POW_N], r1[POW_N], r2[POW_N], tmp[POW_N];
+    long rounds = ev_test_scaled(100);
+    for (long round = 0; round < rounds; round++) {
+        fill_pow_pairs(xa, ya, round);
+        pow_portable_arr(r1, xa, ya, POW_N);
+        pow_arr(r2, xa, ya, POW_N);
+        for (int i = 0; i < POW_N; i++) {
+            if (memcmp(&r1[i], &r2[i], 4) != 0 && !(isnan(r1[i]) && isnan(r2[i]))) {
+                EV_CHECK_FAIL_("pow(%a, %a): %a (AVX-512 form) vs %a (portable)",
+                               (double)xa[i], (double)ya[i], (double)r2[i], (double)r1[i]);
+            }
+            float want = powf(xa[i], ya[i]);
+            if (!same_class(r1[i], want)) {
+                EV_CHECK_FAIL_("pow(%a, %a) = %a, libm %a", (double)xa[i], (double)ya[i],
+                               (double)r1[i], (double)want);
+            }
+        }
+    }
+    for (int n = 0; n <= POW_N; n += 1 + n / 2) {
+        memcpy(tmp, xa, sizeof xa);
+        pow_arr(tmp, tmp, ya, n); /* o == a */
+        for (int i = 0; i < POW_N; i++) {
+            float want = i < n ? r1[i] : xa[i];
+            CHECK(memcmp(&tmp[i], &want, 4) == 0 || (isnan(tmp[i]) && isnan(want)));
+        }
+        memcpy(tmp, ya, sizeof ya);
+        pow_arr(tmp, xa, tmp, n); /* o == b */
+        for (int i = 0; i < POW_N; i++) {
+            float want = i < n ? r1[i] : ya[i];
+            CHECK(memcmp(&tmp[i], &want, 4) == 0 || (isnan(tmp[i]) && isnan(want)));
+        }
     }
 }
 
@@ -347,9 +456,12 @@ static const ucase unary_cases[] = {
     {"tan", tan_arr, tan, 0.501},
     {"exp2", exp2_arr, exp2, 1.1},
     {"expm1", expm1_arr, expm1, 1.6},
-    {"log2", log2_arr, log2, 1.0},
-    {"log10", log10_arr, log10, 0.9},
-    {"log1p", log1p_arr, log1p, 0.9},
+    {"log2", log2_arr, log2, 1.35},
+    {"log2 (portable)", log2_portable_arr, log2, 1.35},
+    {"log10", log10_arr, log10, 1.3},
+    {"log10 (portable)", log10_portable_arr, log10, 1.3},
+    {"log1p", log1p_arr, log1p, 1.3},
+    {"log1p (portable)", log1p_portable_arr, log1p, 1.3},
     {"sinh", sinh_arr, sinh, 1.7},
     {"cosh", cosh_arr, cosh, 1.5},
     {"sigmoid", sigmoid_arr, ref_sigmoid, 2.5},
@@ -358,10 +470,56 @@ static const ucase unary_cases[] = {
     {"atan", atan_arr, atan, 1.7},
     {"asin", asin_arr, asin, 2.0},
     {"acos", acos_arr, acos, 1.2},
-    {"asinh", asinh_arr, asinh, 1.3},
+    {"asinh", asinh_arr, asinh, 1.35},
+    {"asinh (portable)", asinh_portable_arr, asinh, 1.35},
     {"acosh", acosh_arr, acosh, 1.9},
     {"atanh", atanh_arr, atanh, 1.1},
+    {"atanh (portable)", atanh_portable_arr, atanh, 1.1},
 };
+
+/* The AVX-512 forms (where this CPU has them) give their portable forms'
+ * bits: over every 997th float32 bit pattern and the specials. */
+static void test_unary_forms(void)
+{
+    static const struct {
+        const char *name;
+        arr_fn fast, portable;
+    } pairs[] = {
+        {"log2", log2_arr, log2_portable_arr},
+        {"log10", log10_arr, log10_portable_arr},
+        {"log1p", log1p_arr, log1p_portable_arr},
+        {"asinh", asinh_arr, asinh_portable_arr},
+        {"atanh", atanh_arr, atanh_portable_arr},
+    };
+    static float in[CHUNK], r1[CHUNK], r2[CHUNK];
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        int n = 0;
+        for (int i = 0; i < N_SPECIALS; i++) {
+            in[n++] = specials[i];
+        }
+        for (uint64_t b = 0;; b += 997) {
+            int last = b > 0xffffffffu;
+            if (!last) {
+                in[n++] = bits_float((uint32_t)b);
+            }
+            if (n == CHUNK || (last && n > 0)) {
+                pairs[p].fast(r1, in, n);
+                pairs[p].portable(r2, in, n);
+                for (int i = 0; i < n; i++) {
+                    if (memcmp(&r1[i], &r2[i], 4) != 0 && !(isnan(r1[i]) && isnan(r2[i]))) {
+                        EV_CHECK_FAIL_("%s(%a): %a (AVX-512 form) vs %a (portable)",
+                                       pairs[p].name, (double)in[i], (double)r1[i],
+                                       (double)r2[i]);
+                    }
+                }
+                n = 0;
+            }
+            if (last) {
+                break;
+            }
+        }
+    }
+}
 
 static void test_unary(void)
 {
@@ -379,6 +537,8 @@ int main(void)
     g_stride = (uint32_t)(193 * 1000 / scaled);
     fprintf(stderr, "every %u-th float32 bit pattern\n", g_stride);
     RUN_TEST(test_unary);
+    RUN_TEST(test_unary_forms);
     RUN_TEST(test_binary);
+    RUN_TEST(test_pow_forms);
     return 0;
 }

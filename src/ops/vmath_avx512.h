@@ -1,0 +1,433 @@
+/* AVX-512 forms of some vmath.h functions, chosen at run time: GCC's
+ * vectorization of the portable forms reads their small tables by gathers
+ * (slow on the CPUs we run on) where a permute of two registers does. Each
+ * does the same floating-point operations in the same order as its
+ * portable form (conversions, permutes and integer steps are exact), so
+ * the bits do not depend on the CPU; test_vmath.c compares the two. */
+#ifndef EV_OPS_VMATH_AVX512_H
+#define EV_OPS_VMATH_AVX512_H
+
+#include "ops/vmath.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define VM_HAVE_AVX512 1
+#define VM_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+
+/* |x|, and x negated in the lanes of m (sign flips, as C's -x). */
+VM_TARGET_AVX512 static inline __m512 vm_abs_ps(__m512 x)
+{
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+}
+
+VM_TARGET_AVX512 static inline __m512 vm_neg_where_ps(__m512 x, __mmask16 m)
+{
+    __m512i b = _mm512_castps_si512(x);
+    return _mm512_castsi512_ps(
+        _mm512_mask_xor_epi32(b, m, b, _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* 1 if this CPU runs the AVX-512 forms. */
+static inline int vm_cpu_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+}
+
+/* vm_pow_t and vm_pow_finish's double part for 8 lanes: z (exact), k, the
+ * subinterval and y, widened; the table reads by permutes. */
+VM_TARGET_AVX512 static inline __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
+                                                     __m256 y8, const __m512d *tabs)
+{
+    __m512d z = _mm512_cvtps_pd(z8);
+    __m512i idx = _mm512_cvtepu32_epi64(i8);
+    __m512d invc = _mm512_permutex2var_pd(tabs[0], idx, tabs[1]);
+    __m512d logc = _mm512_permutex2var_pd(tabs[2], idx, tabs[3]);
+    __m512d r = _mm512_sub_pd(_mm512_mul_pd(z, invc), _mm512_set1_pd(1.0));
+    __m512d y0 = _mm512_add_pd(logc, _mm512_cvtepi32_pd(k8));
+    __m512d q = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(VM_POW_C5), r),
+                              _mm512_set1_pd(VM_POW_C4));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C3));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C2));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C1));
+    q = _mm512_add_pd(_mm512_mul_pd(q, r), _mm512_set1_pd(VM_POW_C0));
+    __m512d l2 = _mm512_add_pd(_mm512_mul_pd(r, q), y0);
+    __m512d t = _mm512_mul_pd(_mm512_cvtps_pd(y8), l2);
+    /* min/max return their second operand for NaN, which only the slow
+     * lanes can hold; for numbers they are the portable form's selects. */
+    t = _mm512_min_pd(t, _mm512_set1_pd(200.0));
+    t = _mm512_max_pd(t, _mm512_set1_pd(-200.0));
+    __m512d kd = _mm512_add_pd(t, _mm512_set1_pd(VM_POW_SHIFT));
+    __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, _mm512_set1_pd(VM_POW_SHIFT));
+    __m512d f = _mm512_sub_pd(t, kd);
+    /* The permute reads the index's low 4 bits: ki & 15. */
+    __m512i tb = _mm512_permutex2var_epi64(_mm512_castpd_si512(tabs[4]), ki,
+                                           _mm512_castpd_si512(tabs[5]));
+    __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(tb, _mm512_slli_epi64(ki, 48)));
+    __m512d p = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(VM_POW_E4), f),
+                              _mm512_set1_pd(VM_POW_E3));
+    p = _mm512_add_pd(_mm512_mul_pd(p, f), _mm512_set1_pd(VM_POW_E2));
+    p = _mm512_add_pd(_mm512_mul_pd(p, f), _mm512_set1_pd(VM_POW_E1));
+    p = _mm512_mul_pd(p, f);
+    p = _mm512_add_pd(p, _mm512_set1_pd(1.0));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
+}
+
+/* x^y for 16 lanes as pow_f32_n_portable computes it; *slow gets
+ * vm_pow_needs_slow's lanes. */
+VM_TARGET_AVX512 static inline __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
+                                                  __mmask16 *slow)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
+    __m512i ay_bits = _mm512_and_si512(_mm512_castps_si512(y), abs_mask);
+    *slow = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(0x00800000)),
+                                    _mm512_set1_epi32(0x7f000000)) |
+            _mm512_cmpge_epu32_mask(ay_bits, _mm512_set1_epi32(0x7f800000));
+    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
+    __m512i i = _mm512_and_si512(_mm512_srli_epi32(tmp, 19), _mm512_set1_epi32(15));
+    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
+    __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
+    __m512i k = _mm512_srai_epi32(top, 23);
+    __m256 lo = vm_pow_abs_pd8(_mm512_castps512_ps256(z), _mm512_castsi512_si256(k),
+                               _mm512_castsi512_si256(i), _mm512_castps512_ps256(y), tabs);
+    __m256 hi = vm_pow_abs_pd8(_mm512_extractf32x8_ps(z, 1), _mm512_extracti32x8_epi32(k, 1),
+                               _mm512_extracti32x8_epi32(i, 1), _mm512_extractf32x8_ps(y, 1),
+                               tabs);
+    __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    /* vm_pow_yclass: the same float steps. */
+    __m512 ay = _mm512_castsi512_ps(ay_bits);
+    const __m512 two23 = _mm512_set1_ps(0x1p23f);
+    __mmask16 below23 = _mm512_cmp_ps_mask(ay, two23, _CMP_LT_OQ);
+    __m512 sh = _mm512_mask_add_ps(ay, below23, ay, two23);
+    __mmask16 isint = (__mmask16)~below23 |
+                      _mm512_cmp_ps_mask(_mm512_sub_ps(sh, two23), ay, _CMP_EQ_OQ);
+    __mmask16 odd = isint & _mm512_cmp_ps_mask(ay, _mm512_set1_ps(0x1p24f), _CMP_LT_OQ) &
+                    _mm512_test_epi32_mask(_mm512_castps_si512(sh), _mm512_set1_epi32(1));
+    __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    r = _mm512_castsi512_ps(_mm512_mask_xor_epi32(_mm512_castps_si512(r), xneg & odd,
+                                                  _mm512_castps_si512(r),
+                                                  _mm512_set1_epi32((int)0x80000000u)));
+    return _mm512_mask_mov_ps(r, xneg & (__mmask16)~isint, _mm512_set1_ps(NAN));
+}
+
+/* pow_f32_n_portable's results, 16 lanes a step; o may be a or b. */
+VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const float *b,
+                                              int64_t n)
+{
+    __m512d tabs[6];
+    for (int h = 0; h < 2; h++) {
+        tabs[h] = _mm512_loadu_pd(vm_pow_invc + 8 * h);
+        tabs[2 + h] = _mm512_loadu_pd(vm_pow_logc + 8 * h);
+        tabs[4 + h] = _mm512_castsi512_pd(_mm512_loadu_si512(vm_pow_exp2_tab + 8 * h));
+    }
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(m, a + i);
+        __m512 y = _mm512_maskz_loadu_ps(m, b + i);
+        __mmask16 slow;
+        __m512 r = vm_pow_ps16(x, y, tabs, &slow);
+        _mm512_mask_storeu_ps(o + i, m, r);
+        slow &= m;
+        if (slow) {
+            float xs[16], ys[16];
+            _mm512_storeu_ps(xs, x);
+            _mm512_storeu_ps(ys, y);
+            for (int j = 0; j < 16; j++) {
+                if (slow & (1u << j)) {
+                    o[i + j] = powf(xs[j], ys[j]);
+                }
+            }
+        }
+    }
+}
+
+/* log2 (ten = 0) or log10 (ten = 1) of 16 lanes as vm_log2t_finish and
+ * vm_log10t_finish compute them; tab: the rows' c, invc, thi and tlo as
+ * four registers. The special values are blended in only where a lane
+ * holds one. */
+VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, int ten)
+{
+    __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_zero);
+    __m512 e = _mm512_getexp_ps(x);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    e = _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(m, one, _CMP_LT_OQ), e, one);
+    __m512i idx = _mm512_srli_epi32(_mm512_castps_si512(m), 19); /* the permutes read 4 bits */
+    __m512 c = _mm512_permutexvar_ps(idx, tab[0]);
+    __m512 invc = _mm512_permutexvar_ps(idx, tab[1]);
+    __m512 thi = _mm512_permutexvar_ps(idx, tab[2]);
+    __m512 tlo = _mm512_permutexvar_ps(idx, tab[3]);
+    __m512 r = _mm512_mul_ps(_mm512_sub_ps(m, c), invc);
+    __m512 q, s, lo, a0lo, a0hi;
+    if (ten) {
+        q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-7.266966254e-02f), r),
+                          _mm512_set1_ps(8.719930798e-02f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-1.085733101e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.447644085e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.171472460e-01f));
+        a0lo = _mm512_set1_ps(VM_LOG10T_A0_LO);
+        a0hi = _mm512_set1_ps(VM_LOG10T_A0_HI);
+        s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_HI)), thi);
+        tlo = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_LO)));
+    } else {
+        q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-2.414033860e-01f), r),
+                          _mm512_set1_ps(2.896698117e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-3.606727123e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(4.808969796e-01f));
+        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-7.213475108e-01f));
+        a0lo = _mm512_set1_ps(VM_LOG2T_A0_LO);
+        a0hi = _mm512_set1_ps(VM_LOG2T_A0_HI);
+        s = _mm512_add_ps(e, thi);
+    }
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(r, a0lo), _mm512_mul_ps(r, _mm512_mul_ps(r, q)));
+    lo = _mm512_add_ps(tlo, _mm512_add_ps(_mm512_mul_ps(r, a0hi), p));
+    __m512 res = _mm512_add_ps(s, lo);
+    /* +-0, negative, inf and NaN: the bits less 1 are at least FLT_MAX's. */
+    __mmask16 sp = _mm512_cmpge_epu32_mask(
+        _mm512_sub_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(1)),
+        _mm512_set1_epi32(0x7f7fffff));
+    if (sp) {
+        __m512 zero = _mm512_setzero_ps();
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ),
+                                 _mm512_set1_ps(-INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ),
+                                 _mm512_set1_ps(INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, zero, _CMP_NGE_UQ),
+                                 _mm512_set1_ps(NAN));
+    }
+    return res;
+}
+
+VM_TARGET_AVX512 static void vm_logt_n_avx512(float *o, const float *a, int64_t n,
+                                              const vm_logt_row *rows, int ten)
+{
+    float cols[4][16];
+    for (int j = 0; j < 16; j++) {
+        cols[0][j] = rows[j].c;
+        cols[1][j] = rows[j].invc;
+        cols[2][j] = rows[j].thi;
+        cols[3][j] = rows[j].tlo;
+    }
+    __m512 tab[4];
+    for (int k = 0; k < 4; k++) {
+        tab[k] = _mm512_loadu_ps(cols[k]);
+    }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(o + i, vm_logt_ps16(_mm512_loadu_ps(a + i), tab, ten));
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        /* The absent lanes read 1, which takes no special path. */
+        __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, a + i);
+        _mm512_mask_storeu_ps(o + i, m, vm_logt_ps16(x, tab, ten));
+    }
+}
+
+VM_TARGET_AVX512 static void log2_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    vm_logt_n_avx512(o, a, n, vm_log2t_tab, 0);
+}
+
+VM_TARGET_AVX512 static void log10_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    vm_logt_n_avx512(o, a, n, vm_log10t_tab, 1);
+}
+
+/* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
+VM_TARGET_AVX512 static inline __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
+                                                          const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 u = _mm512_add_ps(one, xc);
+    __m512 m = _mm512_getmant_ps(u, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_zero);
+    __m512 e = _mm512_getexp_ps(u);
+    e = _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(m, one, _CMP_LT_OQ), e, one);
+    __m512i idx = _mm512_srli_epi32(_mm512_castps_si512(m), 19);
+    __m512 c = _mm512_permutexvar_ps(idx, tab[0]);
+    __m512 invc = _mm512_permutexvar_ps(idx, tab[1]);
+    __m512 thi = _mm512_permutexvar_ps(idx, tab[2]);
+    __m512 tlo = _mm512_permutexvar_ps(idx, tab[3]);
+    __mmask16 small = _mm512_cmp_ps_mask(vm_abs_ps(xc), _mm512_set1_ps(0.0625f), _CMP_LT_OQ);
+    __m512 r = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_sub_ps(m, c), invc), small, xc);
+    __m512 corr = _mm512_div_ps(_mm512_add_ps(_mm512_sub_ps(xc, _mm512_sub_ps(u, one)), lo), u);
+    __m512 s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_HI)), thi);
+    __m512 tl = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LN2_LO)));
+    tl = _mm512_add_ps(tl, corr);
+    s = _mm512_mask_mov_ps(s, small, zero);
+    tl = _mm512_mask_mov_ps(tl, small, lo);
+    __m512 q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-1.673280746e-01f), r),
+                             _mm512_set1_ps(2.007838190e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.499992847e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(3.333323896e-01f));
+    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-5.000000000e-01f));
+    __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
+    return _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
+}
+
+/* log1p, asinh and atanh of 16 lanes as their portable forms. */
+VM_TARGET_AVX512 static inline __m512 vm_log1p_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 res = vm_log1pt_core_ps16(x, zero, tab);
+    /* -1 and below, NaN, +inf, +-0: vm_log1p_specials_f32. */
+    __mmask16 sp = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_NGT_UQ) |
+                   _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) |
+                   _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ);
+    if (sp) {
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_EQ_OQ),
+                                 _mm512_set1_ps(-INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ),
+                                 _mm512_set1_ps(INFINITY));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-1.0f), _CMP_NGE_UQ),
+                                 _mm512_set1_ps(NAN));
+        res = _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), x);
+    }
+    return res;
+}
+
+VM_TARGET_AVX512 static inline __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = vm_abs_ps(x);
+    __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
+    __mmask16 inf = _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
+    __m512 ac = _mm512_mask_mov_ps(a, big, one);
+    __m512 a2 = _mm512_mul_ps(ac, ac);
+    __m512 q = _mm512_div_ps(a2, _mm512_add_ps(one, _mm512_sqrt_ps(_mm512_add_ps(one, a2))));
+    __m512 u = _mm512_add_ps(ac, q);
+    __m512 l = _mm512_add_ps(_mm512_sub_ps(ac, u), q);
+    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
+    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(a, inf, one));
+    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
+    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
+    r = _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+    r = vm_neg_where_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ) |
+                     _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(r, keep, x);
+}
+
+VM_TARGET_AVX512 static inline __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 a = vm_abs_ps(x);
+    __m512 ac = _mm512_mask_mov_ps(_mm512_set1_ps(0.5f),
+                                   _mm512_cmp_ps_mask(a, one, _CMP_LT_OQ), a);
+    __m512 xc = _mm512_div_ps(_mm512_add_ps(ac, ac), _mm512_sub_ps(one, ac));
+    __m512 big = _mm512_mul_ps(_mm512_set1_ps(0.5f),
+                               vm_log1pt_core_ps16(xc, _mm512_setzero_ps(), tab));
+    big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, one, _CMP_EQ_OQ),
+                             _mm512_set1_ps(INFINITY));
+    big = vm_neg_where_ps(big, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.81740078349e-1f), z),
+                             _mm512_set1_ps(8.24370301058e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.46691431730e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.99782164500e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(3.33337300303e-1f));
+    p = _mm512_mul_ps(p, z);
+    __m512 small = _mm512_add_ps(x, _mm512_mul_ps(x, p));
+    __m512 r = _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ),
+                                  big);
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, one, _CMP_GT_OQ), _mm512_set1_ps(NAN));
+}
+
+/* o[i] = F(a[i]) over n floats for the 16-lane forms on the log table. */
+#define VM_LOG1PT_AVX512(name, F)                                                  \
+    VM_TARGET_AVX512 static void name(float *o, const float *a, int64_t n)         \
+    {                                                                              \
+        float cols[4][16];                                                         \
+        for (int j = 0; j < 16; j++) {                                             \
+            cols[0][j] = vm_lnt_tab[j].c;                                          \
+            cols[1][j] = vm_lnt_tab[j].invc;                                       \
+            cols[2][j] = vm_lnt_tab[j].thi;                                        \
+            cols[3][j] = vm_lnt_tab[j].tlo;                                        \
+        }                                                                          \
+        __m512 tab[4];                                                             \
+        for (int k = 0; k < 4; k++) {                                              \
+            tab[k] = _mm512_loadu_ps(cols[k]);                                     \
+        }                                                                          \
+        int64_t i = 0;                                                             \
+        for (; i + 16 <= n; i += 16) {                                             \
+            _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(a + i), tab));               \
+        }                                                                          \
+        if (i < n) {                                                               \
+            __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                       \
+            __m512 x = _mm512_maskz_loadu_ps(m, a + i);                            \
+            _mm512_mask_storeu_ps(o + i, m, F(x, tab));                            \
+        }                                                                          \
+    }
+VM_LOG1PT_AVX512(log1p_f32_n_avx512, vm_log1p_ps16)
+VM_LOG1PT_AVX512(asinh_f32_n_avx512, vm_asinh_ps16)
+VM_LOG1PT_AVX512(atanh_f32_n_avx512, vm_atanh_ps16)
+#endif
+
+/* x^y over n float32 pairs (o may be a or b): the AVX-512 form where the
+ * CPU has it, else the portable one (which the callers' SIMD clones
+ * vectorize for AVX2). */
+VM_INLINE void pow_f32_n(float *o, const float *a, const float *b, int64_t n)
+{
+#ifdef VM_HAVE_AVX512
+    if (vm_cpu_avx512()) {
+        pow_f32_n_avx512(o, a, b, n);
+        return;
+    }
+#endif
+    pow_f32_n_portable(o, a, b, n);
+}
+
+/* log2 and log10 over n float32 (o may be a), by the AVX-512 form where
+ * the CPU has it. */
+VM_INLINE void log2_f32_n(float *o, const float *a, int64_t n)
+{
+#ifdef VM_HAVE_AVX512
+    if (vm_cpu_avx512()) {
+        log2_f32_n_avx512(o, a, n);
+        return;
+    }
+#endif
+    log2_f32_n_portable(o, a, n);
+}
+
+VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
+{
+#ifdef VM_HAVE_AVX512
+    if (vm_cpu_avx512()) {
+        log10_f32_n_avx512(o, a, n);
+        return;
+    }
+#endif
+    log10_f32_n_portable(o, a, n);
+}
+
+/* log1p, asinh and atanh over n float32 (o may be a). */
+#ifdef VM_HAVE_AVX512
+#define VM_DISPATCH(name)                  \
+    if (vm_cpu_avx512()) {                 \
+        name##_avx512(o, a, n);            \
+        return;                            \
+    }                                      \
+    name##_portable(o, a, n)
+#else
+#define VM_DISPATCH(name) name##_portable(o, a, n)
+#endif
+VM_INLINE void log1p_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(log1p_f32_n);
+}
+
+VM_INLINE void asinh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(asinh_f32_n);
+}
+
+VM_INLINE void atanh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(atanh_f32_n);
+}
+
+#endif
