@@ -619,6 +619,10 @@ def test_a_failure_inside_a_backward_kernel_names_the_backward_and_the_forward_l
                     "kernel failure")
     assert "cross_entropy_backward" in msg and f"test_autograd.py:{line}" in msg, msg
     assert "target 7 is out of range for 3 classes" in msg
+    # the forward's own failure is reported where its result is read
+    with pytest.raises(IndexError, match="cross_entropy failed"):
+        loss.item()
+    ev.synchronize()  # nothing unreported is left for later tests
     # the runtime stays usable
     y = ev.ones(2, requires_grad=True)
     (y * 3).sum().backward()
