@@ -149,6 +149,41 @@ def openblas():
         return None
 
 
+def alternate(sides, models, ev_batches, t_batches, rates, args):
+    """args.rounds rounds, each side in turn running its batches through
+    model.step(*batch); appends each round's steps/s to rates[side].
+    torch.set_num_threads does not reach OpenBLAS, which PyTorch's matmuls
+    share with eagervm's: PyTorch's rounds run it on every core (its default
+    in a PyTorch-only process), not on what eagervm's last matmul left, and
+    eagervm's setting is put back after them (it skips setting a count it
+    believes is already set)."""
+    import torch
+    blas = openblas()
+    cores = os.cpu_count() or 1
+    ev.synchronize()
+    for _ in range(args.rounds):
+        for name, threads in sides.items():
+            model = models[name]
+            if threads is None:
+                t0 = time.perf_counter()
+                for batch in ev_batches:
+                    model.step(*batch)
+                ev.synchronize()
+                elapsed = time.perf_counter() - t0
+            else:
+                torch.set_num_threads(threads)
+                prev = blas.openblas_get_num_threads() if blas else None
+                if blas:
+                    blas.openblas_set_num_threads(cores)
+                t0 = time.perf_counter()
+                for batch in t_batches:
+                    model.step(*batch)
+                elapsed = time.perf_counter() - t0
+                if blas:
+                    blas.openblas_set_num_threads(prev)
+            rates[name].append(len(ev_batches) / elapsed)
+
+
 def same_math(train, args):
     """The training step alone, eagervm against PyTorch (1 and all
     threads), alternating rounds of args.steps steps; prints steps/s."""
@@ -174,34 +209,8 @@ def same_math(train, args):
     models = {name: ev_model if threads is None else
               TorchMLP(init, args.lr, args.momentum) for name, threads in sides.items()}
     rates = {name: [] for name in sides}
-    # torch.set_num_threads does not reach OpenBLAS, which PyTorch's matmuls
-    # share with eagervm's: PyTorch's rounds run it on every core (its
-    # default in a PyTorch-only process), not on what eagervm's last matmul
-    # left; eagervm's setting is put back after them (it skips setting a
-    # count it believes is already set).
     blas = openblas()
-    ev.synchronize()
-    for _ in range(args.rounds):
-        for name, threads in sides.items():
-            model = models[name]
-            if threads is None:
-                t0 = time.perf_counter()
-                for x, y, t in ev_batches:
-                    model.step(x, y, t)
-                ev.synchronize()
-                elapsed = time.perf_counter() - t0
-            else:
-                torch.set_num_threads(threads)
-                prev = blas.openblas_get_num_threads() if blas else None
-                if blas:
-                    blas.openblas_set_num_threads(cores)
-                t0 = time.perf_counter()
-                for x, y, t in t_batches:
-                    model.step(x, y, t)
-                elapsed = time.perf_counter() - t0
-                if blas:
-                    blas.openblas_set_num_threads(prev)
-            rates[name].append(steps / elapsed)
+    alternate(sides, models, ev_batches, t_batches, rates, args)
     print(f"the training step alone (batch {b}, {steps} steps per round, {args.rounds} "
           f"rounds alternating; PyTorch {torch.__version__} without autograd, its matmuls on "
           f"{'OpenBLAS with ' + str(cores) + ' threads' if blas else 'its BLAS'})")
@@ -256,29 +265,7 @@ def with_autograd(train, test, args):
         else:
             models[name] = TorchAutogradMLP(init, args.lr, args.momentum, total)
     rates = {name: [] for name in sides}
-    blas = openblas()  # as in same_math: PyTorch's rounds get OpenBLAS on every core
-    ev.synchronize()
-    for _ in range(args.rounds):
-        for name, threads in sides.items():
-            model = models[name]
-            if threads is None:
-                t0 = time.perf_counter()
-                for x, t in ev_batches:
-                    model.step(x, t)
-                ev.synchronize()
-                elapsed = time.perf_counter() - t0
-            else:
-                torch.set_num_threads(threads)
-                prev = blas.openblas_get_num_threads() if blas else None
-                if blas:
-                    blas.openblas_set_num_threads(cores)
-                t0 = time.perf_counter()
-                for x, t in t_batches:
-                    model.step(x, t)
-                elapsed = time.perf_counter() - t0
-                if blas:
-                    blas.openblas_set_num_threads(prev)
-            rates[name].append(args.steps / elapsed)
+    alternate(sides, models, ev_batches, t_batches, rates, args)
     b = args.batch_size
     print(f"the training step with autograd and the optimizer (batch {b}, {args.steps} steps "
           f"per round, {args.rounds} rounds alternating; PyTorch {torch.__version__})")

@@ -145,6 +145,29 @@ const char *ev_reduction_name(int reduction)
                                                             : "invalid";
 }
 
+/* The checks cross_entropy and its backward share (shapes apart). */
+static int check_xent_args(const char *name, const ev_exec *ex, const ev_tensor *logits,
+                           const ev_tensor *target, int reduction, ev_tensor *const *out)
+{
+    int rc;
+    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "logits", logits)) ||
+        (rc = ev__check_tensor(name, "target", target))) {
+        return rc;
+    }
+    if (!out) {
+        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
+    }
+    if (reduction < 0 || reduction >= EV_REDUCTION_COUNT) {
+        return ev__set_message(EV_EINVAL, "%s: invalid reduction %d (expected none, mean or "
+                               "sum)", name, reduction);
+    }
+    if (!ev_dtype_is_float(logits->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: logits must be float32 or float64, not %s",
+                               name, ev_dtype_name(logits->dtype));
+    }
+    return check_class_index(name, "target", target);
+}
+
 typedef struct xent_arg {
     ev_tensor *logits, *target, *out; /* referenced */
     int reduction;
@@ -338,22 +361,7 @@ int ev_cross_entropy(const ev_exec *ex, ev_tensor *logits, ev_tensor *target, in
 {
     const char *name = "cross_entropy";
     int rc;
-    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "logits", logits)) ||
-        (rc = ev__check_tensor(name, "target", target))) {
-        return rc;
-    }
-    if (!out) {
-        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
-    }
-    if (reduction < 0 || reduction >= EV_REDUCTION_COUNT) {
-        return ev__set_message(EV_EINVAL, "%s: invalid reduction %d (expected none, mean or "
-                               "sum)", name, reduction);
-    }
-    if (!ev_dtype_is_float(logits->dtype)) {
-        return ev__set_message(EV_ETYPE, "%s: logits must be float32 or float64, not %s",
-                               name, ev_dtype_name(logits->dtype));
-    }
-    if ((rc = check_class_index(name, "target", target))) {
+    if ((rc = check_xent_args(name, ex, logits, target, reduction, out))) {
         return rc;
     }
     char sl[EV__SHAPE_STR_SIZE], st[EV__SHAPE_STR_SIZE];
@@ -470,25 +478,13 @@ int ev_cross_entropy_backward(const ev_exec *ex, ev_tensor *logits, ev_tensor *t
 {
     const char *name = "cross_entropy_backward";
     int rc;
-    if ((rc = ev__check_exec(name, ex)) || (rc = ev__check_tensor(name, "logits", logits)) ||
-        (rc = ev__check_tensor(name, "target", target)) ||
+    if ((rc = check_xent_args(name, ex, logits, target, reduction, out)) ||
         (rc = ev__check_tensor(name, "grad", grad))) {
         return rc;
     }
-    if (!out) {
-        return ev__set_message(EV_EINVAL, "%s: out is NULL", name);
-    }
-    if (reduction < 0 || reduction >= EV_REDUCTION_COUNT) {
-        return ev__set_message(EV_EINVAL, "%s: invalid reduction %d (expected none, mean or "
-                               "sum)", name, reduction);
-    }
-    if (!ev_dtype_is_float(logits->dtype) || !ev_dtype_is_float(grad->dtype)) {
-        return ev__set_message(EV_ETYPE, "%s: logits and grad must be float32 or float64, not "
-                               "%s and %s", name, ev_dtype_name(logits->dtype),
+    if (!ev_dtype_is_float(grad->dtype)) {
+        return ev__set_message(EV_ETYPE, "%s: grad must be float32 or float64, not %s", name,
                                ev_dtype_name(grad->dtype));
-    }
-    if ((rc = check_class_index(name, "target", target))) {
-        return rc;
     }
     int none = reduction == EV_REDUCTION_NONE;
     if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0] ||
