@@ -285,8 +285,9 @@ def bench_venv():
     """The newest PyTorch's Python (scripts/bench_env.sh), or None."""
     venv = os.environ.get("EAGERVM_BENCH_VENV", os.path.join(ROOT, ".venv-bench"))
     py = os.path.join(venv, "bin", "python")
-    return py if os.path.exists(py) and os.path.realpath(py) != os.path.realpath(
-        sys.executable) else None
+    # A venv's python links to the system one: tell them apart by prefix.
+    return py if os.path.exists(py) and os.path.realpath(venv) != os.path.realpath(
+        sys.prefix) else None
 
 
 def main():
