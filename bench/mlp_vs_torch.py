@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+# PyTorch's idle OpenMP threads would otherwise spin on the cores the next
+# side's round needs (as in bench/ops.py); libgomp reads this when torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -318,9 +321,7 @@ def main():
     venv = None if args.here else bench_venv()
     if venv:
         print(f"\n-- again with {venv} (the newest PyTorch)", flush=True)
-        env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
-        subprocess.run([venv, os.path.abspath(__file__), "--here"] + sys.argv[1:], env=env,
-                       check=False)
+        subprocess.run([venv, os.path.abspath(__file__), "--here"] + sys.argv[1:], check=False)
 
 
 if __name__ == "__main__":
