@@ -75,7 +75,6 @@ struct ev_ag_node {
     ev__ag_saved saved[EV__AG_MAX_SAVED];
     ev_tensor *leaf;        /* the accumulator's leaf (owned) */
     ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
-    ev__ag_input out;       /* output 0's dtype and shape */
     _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
     ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
     ev__ag_edge *next;      /* n_next entries: inline_next or allocated */

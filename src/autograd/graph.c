@@ -300,7 +300,6 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view)
         ev_ag_node_unref(n);
         return EV_ENOMEM;
     }
-    input_of(&n->out, out);
     pthread_mutex_lock(&m->lock);
     ev_ag_node *old = m->grad_fn;
     m->grad_fn = n;
