@@ -69,13 +69,9 @@ class HandMLP:
         return loss
 
 
-def initial_weights(seed, hidden=256):
-    """The main job's initial weights (PyTorch's Linear init, drawn from the
-    seeded NumPy generator), as (784, h), (h,), (h, 10), (10,)."""
-    rng = np.random.default_rng(seed)
-    b1, b2 = 1 / np.sqrt(fm.PIXELS), 1 / np.sqrt(hidden)
-    return [rng.uniform(-b1, b1, (fm.PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
-            rng.uniform(-b2, b2, (hidden, fm.CLASSES)), rng.uniform(-b2, b2, fm.CLASSES)]
+def initial_weights(seed):
+    """The main job's initial weights for a seed."""
+    return fm.initial_weights(np.random.default_rng(seed))
 
 
 class TorchAutogradMLP:
@@ -193,13 +189,7 @@ def same_math(train, args):
     import statistics
     import torch
     b, steps = args.batch_size, args.steps
-    rng = np.random.default_rng(args.seed)
-    images = train[0].numpy().astype(np.float32)
-    labels = train[1].numpy().astype(np.int64)
-    idx = rng.permutation(images.shape[0])[:steps * b].reshape(steps, b)
-    xs = [(images[i] * (1 / (255 * fm.STD)) - fm.MEAN / fm.STD).astype(np.float32)
-          for i in idx]
-    ts = [labels[i] for i in idx]
+    xs, ts = batches(train, args)
     ys = [np.eye(fm.CLASSES, dtype=np.float32)[t] for t in ts]
     ev_batches = [(ev.from_numpy(x), ev.from_numpy(y), ev.from_numpy(t))
                   for x, y, t in zip(xs, ys, ts)]

@@ -56,6 +56,14 @@ CLASSES = 10
 
 # ------------------------------------------------------------------ model
 
+def initial_weights(rng, hidden=256):
+    """PyTorch's default init for nn.Linear, U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    drawn from rng (so runs repeat): (784, h), (h,), (h, 10), (10,)."""
+    b1, b2 = 1 / np.sqrt(PIXELS), 1 / np.sqrt(hidden)
+    return [rng.uniform(-b1, b1, (PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
+            rng.uniform(-b2, b2, (hidden, CLASSES)), rng.uniform(-b2, b2, CLASSES)]
+
+
 class MLP:
     """784-256-10, ReLU, softmax cross-entropy, SGD with momentum: an
     nn.Sequential trained by autograd and optim.SGD."""
@@ -63,11 +71,7 @@ class MLP:
     def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9, steps=1):
         self.net = nn.Sequential(nn.Linear(PIXELS, hidden), nn.ReLU(),
                                  nn.Linear(hidden, CLASSES))
-        # PyTorch's default init for nn.Linear, U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
-        # drawn from the run's seeded NumPy generator (so runs repeat).
-        b1, b2 = 1 / np.sqrt(PIXELS), 1 / np.sqrt(hidden)
-        init = [rng.uniform(-b1, b1, (PIXELS, hidden)), rng.uniform(-b1, b1, hidden),
-                rng.uniform(-b2, b2, (hidden, CLASSES)), rng.uniform(-b2, b2, CLASSES)]
+        init = initial_weights(rng, hidden)
         with ev.no_grad():
             for p, a in zip(self.net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
                 p.copy_(ev.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))

@@ -95,6 +95,13 @@ static const op_grad reduce_grads[EV_REDUCE_OP_COUNT] = {
 
 /* ------------------------------------------------------------- recording */
 
+/* dim counted from 0 (a 0-d x takes 0 and -1 as dimension 0). */
+static int arg_dim(const ev_tensor *x, int dim)
+{
+    int nd = ev_tensor_ndim(x);
+    return dim < 0 ? dim + (nd ? nd : 1) : dim;
+}
+
 static bool any_tracks(int n, ev_tensor *const *ts)
 {
     if (!ev__ag_recording()) {
@@ -439,11 +446,7 @@ static int softmax_common(const ev_exec *ex, ev_tensor *x, int dim, bool log, ev
     if (rc || !any_tracks(1, &x)) {
         return rc;
     }
-    int nd = ev_tensor_ndim(x);
-    dim_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim, 0};
-    if (nd == 0) {
-        a.dim = 0;
-    }
+    dim_arg a = {arg_dim(x, dim), 0};
     return record(ex, log ? &log_softmax_fn : &softmax_fn, 1, &x, SAVES_R, &a, sizeof a, out);
 }
 
@@ -758,8 +761,7 @@ static const ev__ag_fn gather_fn = {"gather_backward", gather_backward};
 static int index_common(const ev_exec *ex, const ev__ag_fn *fn, ev_tensor *x, int dim,
                         ev_tensor *index, ev_tensor **out)
 {
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     ev_tensor *in[2] = {x, index};
     return record(ex, fn, 2, in, SAVES_Y, &a, sizeof a, out);
 }
@@ -1089,8 +1091,7 @@ int ev_ag_scatter_add(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index
     if (rc || !any_tracks(3, in) || !is_float(*out)) {
         return rc;
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     return record(ex, &scatter_add_fn, 3, in, SAVES_Y, &a, sizeof a, out);
 }
 
@@ -1124,8 +1125,7 @@ int ev_ag_cumsum(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_te
     if (rc || !any_tracks(1, &x) || !is_float(*out)) {
         return rc;
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     return record(ex, &cumsum_fn, 1, &x, 0, &a, sizeof a, out);
 }
 
@@ -1149,8 +1149,7 @@ static const ev__ag_fn topk_fn = {"topk_backward", sort_backward};
 static int record_sorted(const ev_exec *ex, const ev__ag_fn *fn, ev_tensor *x, int dim,
                          ev_tensor *indices, ev_tensor **values)
 {
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     ev_tensor *in[2] = {x, indices};
     return record(ex, fn, 2, in, SAVES_Y, &a, sizeof a, values);
 }
@@ -1376,8 +1375,7 @@ int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *inde
     if (!x || !index || !src || !any_tracks(3, in) || !is_float(x)) {
         return ev_scatter_add_(ex, x, dim, index, src);
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     inplace_call k = {.kind = IP_SCATTER_ADD, .x = x, .dim = dim, .index = index, .src = src};
     return record_inplace_n(ex, &scatter_add_fn, SAVES_Y, "scatter_add_", 3, in, &a, sizeof a,
                             run_inplace, &k);
@@ -1399,8 +1397,7 @@ int ev_ag_cumsum_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
     if (!x || !any_tracks(1, &x) || !is_float(x)) {
         return ev_cumsum_(ex, x, dim, dtype);
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     inplace_call k = {.kind = IP_CUMSUM, .x = x, .dim = dim, .dtype = dtype};
     return record_inplace_n(ex, &cumsum_fn, 0, "cumsum_", 1, &x, &a, sizeof a, run_inplace, &k);
 }
@@ -1425,8 +1422,7 @@ int ev_ag_cumprod(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype, ev_t
     if (rc || !any_tracks(1, &x) || !is_float(*out)) {
         return rc;
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     return record(ex, &cumprod_fn, 1, &x, SAVES_X, &a, sizeof a, out);
 }
 
@@ -1447,8 +1443,7 @@ int ev_ag_cumprod_(const ev_exec *ex, ev_tensor *x, int dim, ev_dtype dtype)
     if (!x || !any_tracks(1, &x) || !is_float(x)) {
         return ev_cumprod_(ex, x, dim, dtype);
     }
-    int nd = ev_tensor_ndim(x);
-    index_arg a = {dim < 0 ? dim + (nd ? nd : 1) : dim};
+    index_arg a = {arg_dim(x, dim)};
     cumprod_call k = {x, dim, dtype};
     return record_inplace_n(ex, &cumprod_fn, SAVES_X, "cumprod_", 1, &x, &a, sizeof a,
                             run_cumprod_, &k);

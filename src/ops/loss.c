@@ -168,6 +168,15 @@ static int check_xent_args(const char *name, const ev_exec *ex, const ev_tensor 
     return check_class_index(name, "target", target);
 }
 
+/* Keeps in *bad the smallest sample with an invalid target (lines run on
+ * several threads; the error names the first). */
+static void note_bad_sample(_Atomic int64_t *bad, int64_t i)
+{
+    int64_t cur = atomic_load(bad);
+    while (i < cur && !atomic_compare_exchange_weak(bad, &cur, i)) {
+    }
+}
+
 typedef struct xent_arg {
     ev_tensor *logits, *target, *out; /* referenced */
     int reduction;
@@ -301,9 +310,7 @@ static void xent_rows(int64_t lo, int64_t hi, void *p)
     for (int64_t i = lo; i < hi; i++) {
         int64_t k = load_index(T + i * ts, t->dtype);
         if (k < 0 || k >= c) {
-            int64_t cur = atomic_load(&j->bad);
-            while (i < cur && !atomic_compare_exchange_weak(&j->bad, &cur, i)) {
-            }
+            note_bad_sample(&j->bad, i);
             return;
         }
         const char *row = X + i * rs;
@@ -426,9 +433,7 @@ static void xent_bw_rows(int64_t lo, int64_t hi, void *p)
     for (int64_t i = lo; i < hi; i++) {
         int64_t k = load_index(T + i * ts, t->dtype);
         if (k < 0 || k >= c) {
-            int64_t cur = atomic_load(&j->bad);
-            while (i < cur && !atomic_compare_exchange_weak(&j->bad, &cur, i)) {
-            }
+            note_bad_sample(&j->bad, i);
             return;
         }
         double scale = load_float(Gp + i * gs, g->dtype);

@@ -563,17 +563,12 @@ static int multi_submit(const ev_exec *ex, const char *fn, opt_arg *items, int64
     rc = ev_submit(ex->vm, &d, NULL);
     if (rc == 0) {
         items = NULL; /* the instruction owns them now */
-        /* What ev__submit does for the instructions it issues: each storage
-         * written gets a new version, naming this instruction (the autograd
-         * layer's check that saved tensors were not changed). */
+        /* As ev__submit does: each storage written gets a new version. */
         for (int i = 0; i < n; i++) {
             for (int k = 0; k < nt; k++) {
                 const ev_tensor *t = ts[(size_t)i * (size_t)nt + (size_t)k];
                 if (t && k != 1) {
-                    ev__storage *st = t->storage;
-                    atomic_fetch_add_explicit(&st->version, 1, memory_order_relaxed);
-                    atomic_store_explicit(&st->last_write_name, fn, memory_order_relaxed);
-                    atomic_store_explicit(&st->last_write_site, ex->site, memory_order_relaxed);
+                    ev__storage_written(t->storage, fn, ex->site);
                 }
             }
         }

@@ -128,6 +128,15 @@ typedef struct ev__storage {
     _Atomic(const ev_site *) last_write_site;
 } ev__storage;
 
+/* Counts an issued instruction that writes s (ev_tensor_version), naming
+ * it: every submit path that writes a storage calls this. */
+static inline void ev__storage_written(ev__storage *s, const char *name, const ev_site *site)
+{
+    atomic_fetch_add_explicit(&s->version, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->last_write_name, name, memory_order_relaxed);
+    atomic_store_explicit(&s->last_write_site, site, memory_order_relaxed);
+}
+
 /* Stream-ordered reuse: when the last tensor on a storage of at least
  * EV__REUSE_MIN bytes goes while instructions on one stream still use it,
  * its block may back the next storage allocated for that stream at once

@@ -644,10 +644,7 @@ int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const v
     if (!rc) {
         for (int i = 0; i < n_writes; i++) {
             if (writes[i]) {
-                ev__storage *s = writes[i]->storage;
-                atomic_fetch_add_explicit(&s->version, 1, memory_order_relaxed);
-                atomic_store_explicit(&s->last_write_name, name, memory_order_relaxed);
-                atomic_store_explicit(&s->last_write_site, ex->site, memory_order_relaxed);
+                ev__storage_written(writes[i]->storage, name, ex->site);
             }
         }
     }

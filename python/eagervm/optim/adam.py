@@ -3,7 +3,6 @@ single-tensor, non-capturable formulas), each step one fused instruction for
 all the parameters of a group (or one per parameter with foreach=False: the
 same results)."""
 from .. import _C
-from ..autograd import no_grad
 from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update, _zeros_for
 
 __all__ = ["Adam", "AdamW"]
@@ -53,14 +52,6 @@ class Adam(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("decoupled_weight_decay", False)
             group.setdefault("foreach", None)
-
-    def step(self, closure=None):
-        """One Adam step over every parameter that has a gradient; returns the
-        closure's loss (None without a closure)."""
-        loss = self._call_closure(closure)
-        with no_grad():  # as PyTorch's step: no op here joins a graph
-            self._step()
-        return loss
 
     def _step(self):
         state_of = self.state._of

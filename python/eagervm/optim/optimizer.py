@@ -13,7 +13,7 @@ from copy import deepcopy
 from itertools import chain
 
 from .. import _C
-from ..autograd import enable_grad
+from ..autograd import enable_grad, no_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -232,8 +232,16 @@ class Optimizer:
                     g.fill_(0)
 
     def step(self, closure=None):
-        """Performs one optimization step; closure (optional) re-evaluates the
-        model and returns the loss, which step returns."""
+        """Performs one optimization step over every parameter that has a
+        gradient; closure (optional) re-evaluates the model and returns the
+        loss, which step returns."""
+        loss = self._call_closure(closure)
+        with no_grad():  # as PyTorch's step: no op here joins a graph
+            self._step()
+        return loss
+
+    def _step(self):
+        """The update itself (each optimizer's)."""
         raise NotImplementedError
 
     @staticmethod

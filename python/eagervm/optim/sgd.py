@@ -2,7 +2,6 @@
 torch.optim.SGD, each step one fused instruction for all the parameters of a
 group (or one per parameter with foreach=False: the same results)."""
 from .. import _C
-from ..autograd import no_grad
 from .optimizer import Optimizer, _MULTI_CHUNK, _split_group, _update
 
 __all__ = ["SGD"]
@@ -45,14 +44,6 @@ class SGD(Optimizer):
             group.setdefault("nesterov", False)
             group.setdefault("maximize", False)
             group.setdefault("foreach", None)
-
-    def step(self, closure=None):
-        """One SGD step over every parameter that has a gradient; returns the
-        closure's loss (None without a closure)."""
-        loss = self._call_closure(closure)
-        with no_grad():  # as PyTorch's step: no op here joins a graph
-            self._step()
-        return loss
 
     def _step(self):
         state_of = self.state._of
