@@ -429,14 +429,16 @@ static int module_exec(PyObject *m)
         return -1;
     }
     if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0 ||
-        evpy_random_init(m, st) < 0 || evpy_autograd_init(m) < 0) {
+        evpy_random_init(m, st) < 0 || evpy_autograd_init(m) < 0 ||
+        evpy_distributed_init(m, st) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_autograd_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_profile_methods) < 0 ||
-        PyModule_AddFunctions(m, evpy_optim_methods) < 0) {
+        PyModule_AddFunctions(m, evpy_optim_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_distributed_methods) < 0) {
         return -1;
     }
     if (!evpy_vm()) {
@@ -474,6 +476,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->numpy);
     Py_VISIT(st->generator_type);
     Py_VISIT(st->default_generator);
+    Py_VISIT(st->dist_work_type);
     return 0;
 }
 
@@ -495,6 +498,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->numpy);
     Py_CLEAR(st->generator_type);
     Py_CLEAR(st->default_generator);
+    Py_CLEAR(st->dist_work_type);
     return 0;
 }
 
