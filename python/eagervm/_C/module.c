@@ -2,6 +2,7 @@
  * objects, the process-wide runtime with its fork and exit handling, and the
  * private helpers the tests use to observe the runtime. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,9 +59,14 @@ int evpy_exec(ev_exec *ex)
  * copy of every tensor holds its final bytes and no worker holds a lock of
  * the allocator at the moment of the fork. ev_wait_all takes no failure: one
  * that happened stays with the runtime for the parent's next sync point. */
+/* The engine's (src/core/services.h; the module does not include it). */
+bool ev__on_worker_thread(void);
+
 static void atfork_prepare(void)
 {
-    if (rt_vm) {
+    /* A kernel that forks (MPI's singleton init starts its daemon so) would
+     * wait for itself: the child it makes execs at once and needs nothing. */
+    if (rt_vm && !ev__on_worker_thread()) {
         ev_wait_all(rt_vm, UINT32_MAX);
     }
     evpy_wait_atfork_prepare();
