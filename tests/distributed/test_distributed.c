@@ -8,7 +8,15 @@
 #include "eagervm/distributed.h"
 #include "tensor/tensor_test.h"
 
-/* Open MPI keeps its start-up allocations to the end: not our leaks. */
+/* Open MPI keeps its start-up allocations to the end: not our leaks. Its
+ * plug-ins stay loaded (see main) and malloc stacks are unwound fully (the
+ * libraries have no frame pointers), so its frames can be matched. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "fast_unwind_on_malloc=0";
+}
+
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
@@ -201,6 +209,7 @@ static void test_without_mpi(void)
 
 int main(void)
 {
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 0);
     test_setup();
     RUN_TEST(test_names);
     if (!ev_dist_available()) {
