@@ -24,7 +24,9 @@
  *     its peers when it starts one), then fails. The group is unusable
  *     afterwards (its MPI state is lost): later collectives fail at once.
  * A failed collective poisons its outputs (DESIGN rule 6): the error is
- * raised at the next sync point that touches them.
+ * raised at the next sync point that touches them. A collective whose input
+ * is poisoned is skipped on that rank like any instruction; the other ranks
+ * then wait for it until the timeout.
  *
  * Built only when CMake finds MPI (EV_HAVE_MPI); otherwise every function
  * here fails with EV_ESTATE saying so, and ev_dist_available() returns 0.

@@ -286,6 +286,10 @@ static int check_group(const char *fn, const ev_exec *ex, ev_pg *pg)
         return ev__set_message(EV_ESTATE, "%s: the process group is not initialised "
                                "(call init_process_group first)", fn);
     }
+    if (ex->vm != pg->vm) {
+        return ev__set_message(EV_EINVAL, "%s: the exec's runtime is not the process "
+                               "group's", fn);
+    }
     return 0;
 }
 

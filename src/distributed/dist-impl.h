@@ -86,7 +86,7 @@ void ev__beat_drain(ev_pg *pg);
 void ev__beat_free_all(ev_pg *pg);
 /* The timeout report for collective d, which has waited waited_s: which
  * ranks have not joined it, with the last collective each started. Also
- * written to stderr. Marks the group broken. Returns buf. */
+ * written to stderr. Returns buf. */
 char *ev__timeout_report(ev_pg *pg, const ev__coll_desc *d, double waited_s, char *buf,
                          size_t size);
 
