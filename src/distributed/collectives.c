@@ -100,6 +100,8 @@ typedef struct coll_arg {
     MPI_Datatype type;
     MPI_Op op;
     ev_dist_work *work;         /* one reference owned, or NULL */
+    ev_tensor *keep[2];         /* references owned: the buffers MPI uses */
+    int abandoned;              /* a request left in flight: keep the buffers */
     /* The poll's state: */
     int phase;
     MPI_Request req;
@@ -148,6 +150,7 @@ static int break_group(ev_pg *pg, ev_kctx *kc, const char *msg)
 
 static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
 {
+    a->abandoned = 1; /* whether MPI still holds the request is unknown */
     char d[256], e[MPI_MAX_ERROR_STRING + 8], msg[768];
     snprintf(msg, sizeof msg, "rank %d: collective %llu (%s): %s failed: %s", a->pg->rank,
              (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d), what,
@@ -179,6 +182,14 @@ static int coll_poll(void *state, ev_kctx *kc)
 {
     coll_arg *a = state;
     ev_pg *pg = a->pg;
+    if (pg->broken) {
+        /* An earlier collective in flight failed: this one cannot end well
+         * (the ranks' orders no longer agree) and MPI is called no more. */
+        a->abandoned = 1;
+        return ev_kctx_fail(kc, EV_EKERNEL, "collective %llu: the process group became "
+                            "unusable while it ran: %s", (unsigned long long)a->desc.seq,
+                            pg->broken_why);
+    }
     for (;;) {
         int flag = 0;
         int rc = MPI_Test(&a->req, &flag, MPI_STATUS_IGNORE);
@@ -216,6 +227,9 @@ static int coll_poll(void *state, ev_kctx *kc)
     if (waited > pg->timeout_s) {
         char msg[2048];
         ev__timeout_report(pg, &a->desc, waited, msg, sizeof msg);
+        /* MPI cannot cancel a collective: should the lost peer come back,
+         * MPI would still write the buffers, so they are never freed. */
+        a->abandoned = 1;
         return break_group(pg, kc, msg);
     }
     return 0;
@@ -266,7 +280,11 @@ static int coll_kernel(void *arg, ev_kctx *kc)
 static void coll_drop(void *arg)
 {
     coll_arg *a = arg;
-    ev__free(a->gathered);
+    if (!a->abandoned) {
+        ev__free(a->gathered);
+        ev_tensor_unref(a->keep[0]);
+        ev_tensor_unref(a->keep[1]);
+    }
     if (a->work) {
         /* release: pairs with the acquire in ev_dist_work_is_completed. */
         atomic_store_explicit(&a->work->done, 1, memory_order_release);
@@ -355,10 +373,14 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     if (reads && reads != writes) {
         ops[n++] = (ev_operand){reads->storage->obj, EV_READ};
     }
+    a->keep[0] = ev_tensor_ref(writes);
+    a->keep[1] = reads != writes ? ev_tensor_ref(reads) : NULL;
     ev_dist_work *w = NULL;
     if (work_out) {
         w = ev__malloc(sizeof *w);
         if (!w) {
+            ev_tensor_unref(a->keep[0]);
+            ev_tensor_unref(a->keep[1]);
             return ev__set_message(EV_ENOMEM, "%s: out of memory", coll_names[a->desc.kind]);
         }
         atomic_init(&w->refs, 2); /* the caller's and the instruction's */
@@ -382,6 +404,8 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     int rc = ev_submit(ex->vm, &d, &ticket);
     if (rc) {
         ev__free(w);
+        ev_tensor_unref(a->keep[0]);
+        ev_tensor_unref(a->keep[1]);
         return rc;
     }
     if (writes) {

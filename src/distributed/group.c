@@ -133,15 +133,14 @@ static int fini_kernel(void *arg, ev_kctx *kc)
 {
     (void)kc;
     ev_pg *pg = *(ev_pg **)arg;
-    if (pg->last) {
-        ev__beat_drain(pg);
-    }
-    ev__beat_free_all(pg);
     if (pg->broken) {
-        /* Collectives of the lost peer may still be posted: freeing their
-         * communicators or finalising could wait for it forever. */
+        /* A collective of the lost peer may still be posted: any MPI call
+         * could progress it into freed memory, and freeing the
+         * communicators or finalising could wait for the peer forever. */
         return 0;
     }
+    ev__beat_drain(pg);
+    ev__beat_free_all(pg);
     MPI_Comm *comms[] = {&pg->data, &pg->check, &pg->beat};
     for (size_t i = 0; i < 3; i++) {
         if (*comms[i] != MPI_COMM_NULL) {
