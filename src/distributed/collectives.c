@@ -264,6 +264,12 @@ static int coll_kernel(void *arg, ev_kctx *kc)
                                                          : coll_names[a->desc.kind], rc);
     }
 #ifdef EV_HAVE_COMPLETE_LATER
+    /* A small collective whose peers are there already ends at once:
+     * skip the stream's polling then. */
+    int done = coll_poll(a, kc);
+    if (done) {
+        return done < 0 ? done : 0;
+    }
     return ev_kctx_complete_later(kc, coll_poll, a);
 #else
     /* An engine without ev_kctx_complete_later: complete here. */
