@@ -106,6 +106,7 @@ typedef struct coll_arg {
     int phase;
     MPI_Request req;
     int64_t start_ns;
+    int64_t spin_ns;            /* see SPIN_BASE_NS */
     ev__coll_desc *gathered;    /* the debug check's [size] (owned) */
 } coll_arg;
 
@@ -177,10 +178,23 @@ static void finish_avg(coll_arg *a)
     }
 }
 
-/* 1 done, 0 not yet, < 0 failed (see ev_poll_fn). */
-static int coll_poll(void *state, ev_kctx *kc)
+/* How long a collective's polls keep testing it without a pause: as long as
+ * a healthy transfer of its bytes takes, generously (blocking MPI moved
+ * 0.4 ns/byte here), since MPI moves data only while it is called: with the
+ * stream's growing sleeps between tests a 4 MB all-reduce took twice as long
+ * (bench/allreduce.c). Past it (a late or lost peer) the stream's backoff
+ * takes over, so a wait costs no CPU. */
+#define SPIN_BASE_NS 100000
+#define SPIN_NS_PER_BYTE 1
+#define SPIN_MAX_NS 1000000000
+/* In the kernel, the test spins at most this long before the stream takes
+ * over, so the collectives queued behind it start meanwhile. */
+#define SPIN_KERNEL_NS 50000
+
+/* Tests the collective until it completes or until_ns: 1 done, 0 not yet,
+ * < 0 failed (see ev_poll_fn). */
+static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
 {
-    coll_arg *a = state;
     ev_pg *pg = a->pg;
     if (pg->broken) {
         /* An earlier collective in flight failed: this one cannot end well
@@ -198,7 +212,11 @@ static int coll_poll(void *state, ev_kctx *kc)
                               rc);
         }
         if (!flag) {
-            break;
+            if (ev__now_ns() >= until_ns) {
+                break;
+            }
+            ev__cpu_relax();
+            continue;
         }
         if (a->phase == PHASE_DATA) {
             if (a->desc.op == EV_DIST_AVG) {
@@ -235,6 +253,12 @@ static int coll_poll(void *state, ev_kctx *kc)
     return 0;
 }
 
+static int coll_poll(void *state, ev_kctx *kc)
+{
+    coll_arg *a = state;
+    return progress(a, kc, a->start_ns + a->spin_ns);
+}
+
 static int coll_kernel(void *arg, ev_kctx *kc)
 {
     coll_arg *a = arg;
@@ -266,7 +290,8 @@ static int coll_kernel(void *arg, ev_kctx *kc)
 #ifdef EV_HAVE_COMPLETE_LATER
     /* A small collective whose peers are there already ends at once:
      * skip the stream's polling then. */
-    int done = coll_poll(a, kc);
+    int64_t until = a->start_ns + (a->spin_ns < SPIN_KERNEL_NS ? a->spin_ns : SPIN_KERNEL_NS);
+    int done = progress(a, kc, until);
     if (done) {
         return done < 0 ? done : 0;
     }
@@ -274,7 +299,7 @@ static int coll_kernel(void *arg, ev_kctx *kc)
 #else
     /* An engine without ev_kctx_complete_later: complete here. */
     for (;;) {
-        int done = coll_poll(a, kc);
+        int done = progress(a, kc, 0);
         if (done) {
             return done < 0 ? done : 0;
         }
@@ -379,6 +404,13 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     if (reads && reads != writes) {
         ops[n++] = (ev_operand){reads->storage->obj, EV_READ};
     }
+    int64_t bytes = 0;
+    for (ev_tensor *t = writes; t; t = t == writes && reads != writes ? reads : NULL) {
+        int64_t b = t->numel * (int64_t)ev__dsize(t->dtype);
+        bytes = b > bytes ? b : bytes;
+    }
+    a->spin_ns = SPIN_BASE_NS + bytes * SPIN_NS_PER_BYTE;
+    a->spin_ns = a->spin_ns < SPIN_MAX_NS ? a->spin_ns : SPIN_MAX_NS;
     a->keep[0] = ev_tensor_ref(writes);
     a->keep[1] = reads != writes ? ev_tensor_ref(reads) : NULL;
     ev_dist_work *w = NULL;
