@@ -3,7 +3,6 @@
  * (after the debug check's descriptor gather, when on) and whose poll tests
  * it, watching the timeout. Built only with MPI. */
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -287,7 +286,6 @@ static int coll_kernel(void *arg, ev_kctx *kc)
         return mpi_failed(a, kc, a->phase == PHASE_CHECK ? "the debug check"
                                                          : coll_names[a->desc.kind], rc);
     }
-#ifdef EV_HAVE_COMPLETE_LATER
     /* A small collective whose peers are there already ends at once:
      * skip the stream's polling then. */
     int64_t until = a->start_ns + (a->spin_ns < SPIN_KERNEL_NS ? a->spin_ns : SPIN_KERNEL_NS);
@@ -296,16 +294,6 @@ static int coll_kernel(void *arg, ev_kctx *kc)
         return done < 0 ? done : 0;
     }
     return ev_kctx_complete_later(kc, coll_poll, a);
-#else
-    /* An engine without ev_kctx_complete_later: complete here. */
-    for (;;) {
-        int done = progress(a, kc, 0);
-        if (done) {
-            return done < 0 ? done : 0;
-        }
-        sched_yield();
-    }
-#endif
 }
 
 static void coll_drop(void *arg)
