@@ -147,3 +147,20 @@ def test_arguments_before_init():
     with pytest.raises(ValueError, match="backend 'nccl'"):
         dist.init_process_group("nccl")
     assert [op.name for op in dist.ReduceOp] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
+
+
+def test_bad_settings_fail_before_mpi(monkeypatch):
+    """Settings are checked before MPI starts (so this process never
+    initialises MPI here)."""
+    if not dist.is_available():
+        pytest.skip("eagervm was built without MPI")
+    monkeypatch.setenv("EAGERVM_COLLECTIVE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="EAGERVM_COLLECTIVE_TIMEOUT=soon"):
+        dist.init_process_group()
+    monkeypatch.delenv("EAGERVM_COLLECTIVE_TIMEOUT")
+    monkeypatch.setenv("EAGERVM_DISTRIBUTED_DEBUG", "yes")
+    with pytest.raises(ValueError, match="EAGERVM_DISTRIBUTED_DEBUG=yes"):
+        dist.init_process_group()
+    with pytest.raises(ValueError, match="timeout must be positive"):
+        dist.init_process_group(timeout=-1)
+    assert not dist.is_initialized()
