@@ -109,11 +109,6 @@ typedef struct coll_arg {
     ev__coll_desc *gathered;    /* the debug check's [size] (owned) */
 } coll_arg;
 
-static const char *coll_names[] = {
-#define EV_COLL_NAME(id, name) name,
-    EV_COLL_MAP(EV_COLL_NAME)
-#undef EV_COLL_NAME
-};
 
 static int start_data(coll_arg *a)
 {
@@ -232,7 +227,7 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
         }
         a->phase = PHASE_DATA;
         if ((rc = start_data(a)) != MPI_SUCCESS) {
-            return mpi_failed(a, kc, coll_names[a->desc.kind], rc);
+            return mpi_failed(a, kc, ev_coll_name(a->desc.kind), rc);
         }
     }
     int64_t now = ev__now_ns();
@@ -284,7 +279,7 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     if (rc != MPI_SUCCESS) {
         return mpi_failed(a, kc, a->phase == PHASE_CHECK ? "the debug check"
-                                                         : coll_names[a->desc.kind], rc);
+                                                         : ev_coll_name(a->desc.kind), rc);
     }
     /* A small collective whose peers are there already ends at once:
      * skip the stream's polling then. */
@@ -407,14 +402,14 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
         if (!w) {
             ev_tensor_unref(a->keep[0]);
             ev_tensor_unref(a->keep[1]);
-            return ev__set_message(EV_ENOMEM, "%s: out of memory", coll_names[a->desc.kind]);
+            return ev__set_message(EV_ENOMEM, "%s: out of memory", ev_coll_name(a->desc.kind));
         }
         atomic_init(&w->refs, 2); /* the caller's and the instruction's */
         atomic_init(&w->done, 0);
         w->vm = ex->vm;
         a->work = w;
     }
-    const char *name = coll_names[a->desc.kind];
+    const char *name = ev_coll_name(a->desc.kind);
     ev_instr_desc d = {
         .kernel = coll_kernel,
         .arg = a,

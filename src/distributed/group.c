@@ -231,15 +231,11 @@ int ev_pg_create(ev_vm *vm, const ev_pg_config *cfg, ev_pg **out)
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     rc = run_on_stream(pg, init_kernel, "init_process_group");
     if (rc) {
-        pg->broken = 1; /* finalise nothing: MPI may be half up */
-        int saved = rc;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ev_last_message());
-        run_on_stream(pg, fini_kernel, "destroy_process_group");
+        /* MPI is left as it is (it may be half up): no finalise. */
         ev__free(pg->last);
         ev__free(pg);
         atomic_store_explicit(&the_pg, NULL, memory_order_release);
-        return ev__set_message(saved, "%s", msg);
+        return rc;
     }
     *out = pg;
     return 0;
