@@ -1,5 +1,5 @@
 /* The collectives: argument checks on the issuing thread, then one
- * instruction on EV_DIST_STREAM whose kernel starts a non-blocking MPI call
+ * instruction on ev_dist_stream() whose kernel starts a non-blocking MPI call
  * (after the debug check's descriptor gather, when on) and whose poll tests
  * it, watching the timeout. Built only with MPI. */
 #include <limits.h>
@@ -374,7 +374,7 @@ static void desc_of(ev__coll_desc *d, int kind, int op, int root, const ev_tenso
     ev__coll_desc_site(d, site);
 }
 
-/* Issues a (filled but for the poll state) on EV_DIST_STREAM: it reads
+/* Issues a (filled but for the poll state) on ev_dist_stream(): it reads
  * `reads` and writes `writes` (NULL: none). */
 static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *writes,
                   ev_dist_work **work_out)

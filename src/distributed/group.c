@@ -154,7 +154,7 @@ static int fini_kernel(void *arg, ev_kctx *kc)
     return 0;
 }
 
-/* Runs kernel on EV_DIST_STREAM and waits for it; a failure's message
+/* Runs kernel on ev_dist_stream() and waits for it; a failure's message
  * becomes the calling thread's. */
 static int run_on_stream(ev_pg *pg, ev_kernel_fn kernel, const char *name)
 {
