@@ -172,9 +172,10 @@ EV_API int ev_all_gather_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_t
  * blocks of out's element count (any shapes), out's dtype. */
 EV_API int ev_reduce_scatter_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_tensor *in,
                                   int op, ev_dist_work **work_out);
-/* Completes once every rank started it. Touches no tensor; wait for it with
- * ev_dist_work_wait (or ev_synchronize). */
-EV_API int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_dist_work **work_out);
+/* Completes once every rank started it. token may be NULL; else the barrier
+ * counts as writing it (its contents stay), so a wait on token (ev_wait_obj
+ * on its object) waits for the barrier. Or wait with ev_dist_work_wait. */
+EV_API int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_tensor *token, ev_dist_work **work_out);
 
 #ifdef __cplusplus
 }

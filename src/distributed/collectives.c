@@ -528,13 +528,13 @@ int ev_reduce_scatter_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_tens
     return submit(ex, &a, in, out, work_out);
 }
 
-int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_dist_work **work_out)
+int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_tensor *token, ev_dist_work **work_out)
 {
     int rc = check_group("barrier", ex, pg);
-    if (rc) {
+    if (rc || (token && (rc = ev__check_tensor("barrier", "token", token)))) {
         return rc;
     }
     coll_arg a = {.pg = pg, .type = MPI_DATATYPE_NULL, .op = MPI_OP_NULL};
     desc_of(&a.desc, EV_COLL_BARRIER, -1, -1, NULL, ex->site);
-    return submit(ex, &a, NULL, NULL, work_out);
+    return submit(ex, &a, NULL, token, work_out);
 }

@@ -159,11 +159,12 @@ static PyObject *work_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     return work_wait_impl((evpy_work *)self);
 }
 
-/* Waits for the outputs (sync points, which Ctrl-C interrupts), then for the
- * collective itself, whose failure it raises; True, or NULL raised. A
- * collective without outputs (a barrier) is polled in growing sleeps with
- * the GIL released, checking for signals between them: the engine's ticket
- * wait has no time limit to slice it with. */
+/* Waits for the outputs (sync points, which Ctrl-C interrupts; a barrier
+ * has a token), then for the collective itself, whose failure it raises;
+ * True, or NULL raised. The collective is done by then but for its last
+ * step (its outputs become ready as it ends): the rest is polled, in
+ * growing sleeps with the GIL released and signals checked between them,
+ * as the engine's ticket wait has no time limit to slice it with. */
 static PyObject *work_wait_impl(evpy_work *wk)
 {
     for (Py_ssize_t i = 0; wk->outputs && i < PyTuple_GET_SIZE(wk->outputs); i++) {
@@ -519,12 +520,29 @@ static PyObject *py_barrier(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (evpy_exec(&ex) != 0) {
         return NULL;
     }
-    ev_dist_work *w = NULL;
-    int rc = ev_barrier(&ex, pg, &w);
+    /* A token the barrier writes, so waits on it are the runtime's own
+     * (spin, then park; woken when it ends; Ctrl-C between slices). */
+    evpy_state *st = PyModule_GetState(mod);
+    ev_tensor *token = NULL;
+    int rc = ev_empty(&ex, EV_UINT8, 0, NULL, &token);
     if (rc) {
         return evpy_raise(rc);
     }
-    PyObject *work = finish(PyModule_GetState(mod), w, 1, NULL);
+    ev_dist_work *w = NULL;
+    rc = ev_barrier(&ex, pg, token, &w);
+    if (rc) {
+        ev_tensor_unref(token);
+        return evpy_raise(rc);
+    }
+    PyObject *tok = evpy_tensor_wrap(st, token);
+    PyObject *outs = tok ? PyTuple_Pack(1, tok) : NULL;
+    Py_XDECREF(tok);
+    if (!outs) {
+        ev_dist_work_unref(w);
+        return NULL;
+    }
+    PyObject *work = finish(st, w, 1, outs);
+    Py_DECREF(outs);
     if (!work || async_op) {
         return work;
     }
