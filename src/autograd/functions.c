@@ -930,17 +930,31 @@ static ev_tensor *place(ev__ag_ctx *c, ev_tensor *z, const ev_tensor *t, int64_t
     return ev__bw_keep(c, ev_as_strided(z, nd, shape, strides, ev_tensor_offset(t) - lo, &v), &v);
 }
 
-/* The base's gradient of a view's: zeros but for the view's elements. */
-static int as_strided_backward(ev__ag_ctx *c)
+/* Zeros laid out as the node's saved base (slot 0) in *res, and the
+ * elements of its saved view (slot 1) inside them in *part, whose shape
+ * (stride-0 dims taken once) goes to vshape. False if it failed. */
+static bool view_in_zeros(ev__ag_ctx *c, ev_tensor **res, ev_tensor **part, int64_t *vshape)
 {
     ev_tensor *base = ev__bw_saved(c, 0), *view = ev__bw_saved(c, 1);
     if (!base || !view || !G) {
+        return false;
+    }
+    int64_t lo = lowest_element(base), bshape[EV_MAX_DIMS];
+    ev_tensor *z = span_zeros(c, base, lo);
+    *res = place(c, z, base, lo, bshape);
+    *part = place(c, z, view, lo, vshape);
+    return *res && *part;
+}
+
+/* The base's gradient of a view's: zeros but for the view's elements. */
+static int as_strided_backward(ev__ag_ctx *c)
+{
+    ev_tensor *res, *part;
+    int64_t vshape[EV_MAX_DIMS];
+    if (!view_in_zeros(c, &res, &part, vshape)) {
         return c->rc;
     }
-    int64_t lo = lowest_element(base), bshape[EV_MAX_DIMS], vshape[EV_MAX_DIMS];
-    ev_tensor *z = span_zeros(c, base, lo);
-    ev_tensor *res = place(c, z, base, lo, bshape), *part = place(c, z, view, lo, vshape);
-    ev_tensor *g = part ? ev__bw_sum_to(c, G, ev_tensor_ndim(view), vshape) : NULL;
+    ev_tensor *g = ev__bw_sum_to(c, G, ev_tensor_ndim(part), vshape);
     if (g) {
         int rc = ev_copy_(&c->ex, part, g);
         c->rc = c->rc ? c->rc : rc;
@@ -966,14 +980,9 @@ ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base
 static int copy_slices_backward(ev__ag_ctx *c)
 {
     ev_ag_node *f = c->node->inner;
-    ev_tensor *base = ev__bw_saved(c, 0), *view = ev__bw_saved(c, 1);
-    if (!base || !view || !G) {
-        return c->rc;
-    }
-    int64_t lo = lowest_element(base), bshape[EV_MAX_DIMS], vshape[EV_MAX_DIMS];
-    ev_tensor *z = span_zeros(c, base, lo);
-    ev_tensor *res = place(c, z, base, lo, bshape), *part = place(c, z, view, lo, vshape);
-    if (!res || !part) {
+    ev_tensor *res, *part;
+    int64_t vshape[EV_MAX_DIMS];
+    if (!view_in_zeros(c, &res, &part, vshape)) {
         return c->rc;
     }
     int rc = ev_copy_(&c->ex, res, G);
