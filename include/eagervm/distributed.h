@@ -25,8 +25,9 @@
  *     afterwards (its MPI state is lost): later collectives fail at once.
  * A failed collective poisons its outputs (DESIGN rule 6): the error is
  * raised at the next sync point that touches them. A collective whose input
- * is poisoned is skipped on that rank like any instruction; the other ranks
- * then wait for it until the timeout.
+ * is poisoned is skipped on that rank like any instruction; that rank then
+ * tells its peers (a heartbeat saying so), which fail it at once instead of
+ * at the timeout, and the group is unusable on every rank afterwards.
  *
  * Built only when CMake finds MPI (EV_HAVE_MPI); otherwise every function
  * here fails with EV_ESTATE saying so, and ev_dist_available() returns 0.

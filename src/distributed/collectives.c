@@ -101,6 +101,7 @@ typedef struct coll_arg {
     ev_dist_work *work;         /* one reference owned, or NULL */
     ev_tensor *keep[2];         /* references owned: the buffers MPI uses */
     int abandoned;              /* a request left in flight: keep the buffers */
+    int ran;                    /* the kernel ran (else it was skipped) */
     /* The poll's state: */
     int phase;
     MPI_Request req;
@@ -130,17 +131,37 @@ static int start_data(coll_arg *a)
     }
 }
 
-/* Marks the group unusable and fails the instruction with msg. */
-static int break_group(ev_pg *pg, ev_kctx *kc, const char *msg)
+/* Marks the group unusable from collective seq on and fails the
+ * instruction with msg. */
+static int break_group(ev_pg *pg, uint64_t seq, ev_kctx *kc, const char *msg)
 {
     if (!pg->broken) {
         pg->broken = 1;
+        pg->broken_seq = seq;
         size_t n = strlen(msg);
         n = n < sizeof pg->broken_why ? n : sizeof pg->broken_why - 1;
         memcpy(pg->broken_why, msg, n);
         pg->broken_why[n] = '\0';
     }
     return ev_kctx_fail(kc, EV_EKERNEL, "%s", msg);
+}
+
+/* A peer skipped a collective (its input was poisoned): this rank's
+ * collectives from it on cannot complete. Fails the running one at once
+ * instead of at the timeout, and breaks the group. */
+static int peer_skipped(coll_arg *a, ev_kctx *kc, int posted)
+{
+    ev_pg *pg = a->pg;
+    char d[256], s[256], msg[1024];
+    snprintf(msg, sizeof msg, "rank %d: collective %llu (%s) cannot complete: rank %d skipped "
+             "collective %llu (%s) because its input was poisoned by an earlier failure there",
+             pg->rank, (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d),
+             pg->skip_rank, (unsigned long long)pg->skip.seq,
+             ev__coll_desc_str(&pg->skip, s, sizeof s));
+    fprintf(stderr, "eagervm: %s\n", msg);
+    fflush(stderr);
+    a->abandoned = posted;
+    return break_group(pg, a->desc.seq, kc, msg);
 }
 
 static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
@@ -150,7 +171,7 @@ static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
     snprintf(msg, sizeof msg, "rank %d: collective %llu (%s): %s failed: %s", a->pg->rank,
              (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d), what,
              ev__mpi_error_str(mpi_rc, e, sizeof e));
-    return break_group(a->pg, kc, msg);
+    return break_group(a->pg, a->desc.seq, kc, msg);
 }
 
 /* AVG: the sum divided by the world size (float dtypes only). */
@@ -190,9 +211,9 @@ static void finish_avg(coll_arg *a)
 static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
 {
     ev_pg *pg = a->pg;
-    if (pg->broken) {
-        /* An earlier collective in flight failed: this one cannot end well
-         * (the ranks' orders no longer agree) and MPI is called no more. */
+    if (pg->broken && a->desc.seq >= pg->broken_seq) {
+        /* An earlier collective failed: this one cannot end well (the
+         * ranks' orders no longer agree). Those before it go on. */
         a->abandoned = 1;
         return ev_kctx_fail(kc, EV_EKERNEL, "collective %llu: the process group became "
                             "unusable while it ran: %s", (unsigned long long)a->desc.seq,
@@ -231,9 +252,12 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
         }
     }
     int64_t now = ev__now_ns();
-    if (now - pg->last_drain_ns > 100000000) {
+    if (now - pg->last_drain_ns > 20000000) {
         pg->last_drain_ns = now;
         ev__beat_drain(pg);
+    }
+    if (pg->peer_skipped && pg->skip.seq <= a->desc.seq) {
+        return peer_skipped(a, kc, 1);
     }
     double waited = (double)(now - a->start_ns) * 1e-9;
     if (waited > pg->timeout_s) {
@@ -242,7 +266,7 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
         /* MPI cannot cancel a collective: should the lost peer come back,
          * MPI would still write the buffers, so they are never freed. */
         a->abandoned = 1;
-        return break_group(pg, kc, msg);
+        return break_group(pg, a->desc.seq, kc, msg);
     }
     return 0;
 }
@@ -257,6 +281,7 @@ static int coll_kernel(void *arg, ev_kctx *kc)
 {
     coll_arg *a = arg;
     ev_pg *pg = a->pg;
+    a->ran = 1;
     a->desc.seq = ++pg->seq;
     if (pg->broken) {
         return ev_kctx_fail(kc, EV_ESTATE, "the process group is unusable after an earlier "
@@ -264,6 +289,9 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     a->start_ns = ev__now_ns();
     ev__beat_drain(pg);
+    if (pg->peer_skipped && pg->skip.seq <= a->desc.seq) {
+        return peer_skipped(a, kc, 0);
+    }
     ev__beat_send(pg, &a->desc);
     int rc;
     if (pg->debug) {
@@ -291,9 +319,35 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     return ev_kctx_complete_later(kc, coll_poll, a);
 }
 
+/* A collective skipped because its input was poisoned (its kernel did not
+ * run; its drop runs on the stream's thread all the same): the peers would
+ * wait for this rank until the timeout. Tell them at once, with a
+ * heartbeat that says so, and break the group here: the ranks' orders of
+ * collectives no longer agree. */
+static void skipped(coll_arg *a)
+{
+    ev_pg *pg = a->pg;
+    a->desc.seq = ++pg->seq;
+    if (pg->broken) {
+        return;
+    }
+    a->desc.skipped = 1;
+    ev__beat_send(pg, &a->desc);
+    char d[256], msg[512];
+    snprintf(msg, sizeof msg, "rank %d skipped collective %llu (%s): its input was poisoned by "
+             "an earlier failure", pg->rank, (unsigned long long)a->desc.seq,
+             ev__coll_desc_str(&a->desc, d, sizeof d));
+    pg->broken = 1;
+    pg->broken_seq = a->desc.seq;
+    snprintf(pg->broken_why, sizeof pg->broken_why, "%s", msg);
+}
+
 static void coll_drop(void *arg)
 {
     coll_arg *a = arg;
+    if (!a->ran) {
+        skipped(a);
+    }
     if (!a->abandoned) {
         ev__free(a->gathered);
         ev_tensor_unref(a->keep[0]);

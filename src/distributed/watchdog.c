@@ -73,10 +73,17 @@ void ev__beat_drain(ev_pg *pg)
             return;
         }
         /* Messages of one sender arrive in order; keep the latest anyway. */
-        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < pg->size &&
-            d.seq > pg->last[st.MPI_SOURCE].seq) {
-            d.file[sizeof d.file - 1] = '\0';
+        if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= pg->size) {
+            continue;
+        }
+        d.file[sizeof d.file - 1] = '\0';
+        if (d.seq > pg->last[st.MPI_SOURCE].seq) {
             pg->last[st.MPI_SOURCE] = d;
+        }
+        if (d.skipped && !pg->peer_skipped) {
+            pg->peer_skipped = 1;
+            pg->skip = d;
+            pg->skip_rank = st.MPI_SOURCE;
         }
     }
 }
