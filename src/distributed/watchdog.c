@@ -37,8 +37,8 @@ void ev__beat_send(ev_pg *pg, const ev__coll_desc *d)
 {
     pg->last[pg->rank] = *d;
     beat_reap(pg);
-    if (pg->size < 2 || pg->n_beats >= BEATS_MAX) {
-        return;
+    if (pg->size < 2 || (pg->n_beats >= BEATS_MAX && !d->skipped)) {
+        return; /* a skip is news the peers need: it always goes */
     }
     ev__beat *b = ev__malloc(sizeof *b + sizeof(MPI_Request) * (size_t)(pg->size - 1));
     if (!b) {
