@@ -558,6 +558,8 @@ static PyObject *py_barrier(PyObject *mod, PyObject *const *args, Py_ssize_t nar
 
 /* ----------------------------------------------------------- registration */
 
+/* Their docs open with the public name's signature (not a text signature:
+ * the C names differ, so inspect would reject it). */
 #define DIST_FN(name, impl, doc) \
     {name, (PyCFunction)(void (*)(void))impl, METH_FASTCALL | METH_KEYWORDS, doc},
 
@@ -571,25 +573,25 @@ PyMethodDef evpy_distributed_methods[] = {
     {"_dist_rank", py_rank, METH_NOARGS, "This process's rank."},
     {"_dist_world_size", py_size, METH_NOARGS, "The number of ranks."},
     DIST_FN("_dist_all_reduce", py_all_reduce,
-            "all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False)\n--\n\n"
+            "all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False)\n\n"
             "Reduces tensor across every rank, in place. Returns None, or a Work with "
             "async_op=True.")
     DIST_FN("_dist_broadcast", py_broadcast,
-            "broadcast(tensor, src, group=None, async_op=False)\n--\n\n"
+            "broadcast(tensor, src, group=None, async_op=False)\n\n"
             "Copies rank src's tensor into every rank's tensor, in place.")
     DIST_FN("_dist_all_gather", py_all_gather,
-            "all_gather(tensor_list, tensor, group=None, async_op=False)\n--\n\n"
+            "all_gather(tensor_list, tensor, group=None, async_op=False)\n\n"
             "Fills tensor_list[r] with rank r's tensor, on every rank.")
     DIST_FN("_dist_all_gather_into_tensor", py_all_gather_into_tensor,
             "all_gather_into_tensor(output_tensor, input_tensor, group=None, "
-            "async_op=False)\n--\n\nWrites every rank's input_tensor, in rank order, into "
+            "async_op=False)\n\nWrites every rank's input_tensor, in rank order, into "
             "output_tensor (world size times its elements).")
     DIST_FN("_dist_reduce_scatter_tensor", py_reduce_scatter_tensor,
             "reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, "
-            "async_op=False)\n--\n\nReduces input across ranks and writes block `rank` of the "
+            "async_op=False)\n\nReduces input across ranks and writes block `rank` of the "
             "result (output's element count) into output.")
     DIST_FN("_dist_barrier", py_barrier,
-            "barrier(group=None, async_op=False, device_ids=None)\n--\n\n"
+            "barrier(group=None, async_op=False, device_ids=None)\n\n"
             "Waits until every rank reached it (with async_op=True, returns a Work).")
     {NULL},
 };
