@@ -106,7 +106,8 @@ typedef struct coll_arg {
     int phase;
     MPI_Request req;
     int64_t start_ns;
-    int64_t spin_ns;            /* see SPIN_BASE_NS */
+    int64_t all_in_ns;          /* when every rank was seen in it, or 0 */
+    int64_t probe_ns;           /* the last look for heartbeats */
     ev__coll_desc *gathered;    /* the debug check's [size] (owned) */
 } coll_arg;
 
@@ -193,22 +194,48 @@ static void finish_avg(coll_arg *a)
     }
 }
 
-/* How long a collective's polls keep testing it without a pause: as long as
- * a healthy transfer of its bytes takes, generously (blocking MPI moved
- * 0.4 ns/byte here), since MPI moves data only while it is called: with the
- * stream's growing sleeps between tests a 4 MB all-reduce took twice as long
- * (bench/allreduce.c). Past it (a late or lost peer) the stream's backoff
- * takes over, so a wait costs no CPU. */
-#define SPIN_BASE_NS 100000
-#define SPIN_NS_PER_BYTE 1
-#define SPIN_MAX_NS 1000000000
-/* In the kernel, the test spins at most this long before the stream takes
+/* How long a collective's tests go on without a pause. MPI moves data only
+ * while it is called, so once every rank has started the collective (their
+ * heartbeats say so) its tests spin, as a blocking MPI call does: with the
+ * stream's growing sleeps between tests a 4 MB all-reduce took twice as
+ * long, and ten times as long on a loaded machine when a late peer had used
+ * up a budget fixed from the start (bench/allreduce.c). While a rank has
+ * not started it, the tests spin only at first and leave the waiting to the
+ * stream's backoff, so a late or lost peer costs no CPU. */
+#define SPIN_WAIT_NS 50000
+/* Every rank in: spin at most this long (a peer lost mid-way), then back
+ * off until the timeout. */
+#define SPIN_ALL_IN_NS 1000000000
+/* In the kernel, the tests spin at most this long before the stream takes
  * over, so the collectives queued behind it start meanwhile. */
 #define SPIN_KERNEL_NS 50000
+/* Heartbeats are looked for at most this often while spinning. */
+#define PROBE_NS 2000
 
-/* Tests the collective until it completes or until_ns: 1 done, 0 not yet,
+/* 1 if every peer's heartbeat says it started collective seq. */
+static int all_joined(const ev_pg *pg, uint64_t seq)
+{
+    for (int p = 0; p < pg->size; p++) {
+        if (p != pg->rank && pg->last[p].seq < seq) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* When the tests of a should stop spinning (see SPIN_WAIT_NS). */
+static int64_t spin_until(const coll_arg *a, int in_kernel)
+{
+    int64_t until = a->all_in_ns ? a->all_in_ns + SPIN_ALL_IN_NS : a->start_ns + SPIN_WAIT_NS;
+    if (in_kernel && until > a->start_ns + SPIN_KERNEL_NS) {
+        until = a->start_ns + SPIN_KERNEL_NS;
+    }
+    return until;
+}
+
+/* Tests the collective, spinning as spin_until says: 1 done, 0 not yet,
  * < 0 failed (see ev_poll_fn). */
-static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
+static int progress(coll_arg *a, ev_kctx *kc, int in_kernel)
 {
     ev_pg *pg = a->pg;
     if (pg->broken && a->desc.seq >= pg->broken_seq) {
@@ -227,7 +254,13 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
                               rc);
         }
         if (!flag) {
-            if (ev__now_ns() >= until_ns) {
+            int64_t now = ev__now_ns();
+            if (!a->all_in_ns && now - a->probe_ns >= PROBE_NS) {
+                a->probe_ns = now;
+                ev__beat_drain(pg);
+                a->all_in_ns = all_joined(pg, a->desc.seq) ? now : 0;
+            }
+            if (now >= spin_until(a, in_kernel)) {
                 break;
             }
             ev__cpu_relax();
@@ -273,8 +306,7 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
 
 static int coll_poll(void *state, ev_kctx *kc)
 {
-    coll_arg *a = state;
-    return progress(a, kc, a->start_ns + a->spin_ns);
+    return progress(state, kc, 0);
 }
 
 static int coll_kernel(void *arg, ev_kctx *kc)
@@ -311,8 +343,7 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     /* A small collective whose peers are there already ends at once:
      * skip the stream's polling then. */
-    int64_t until = a->start_ns + (a->spin_ns < SPIN_KERNEL_NS ? a->spin_ns : SPIN_KERNEL_NS);
-    int done = progress(a, kc, until);
+    int done = progress(a, kc, 1);
     if (done) {
         return done < 0 ? done : 0;
     }
@@ -441,13 +472,6 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     if (reads && reads != writes) {
         ops[n++] = (ev_operand){reads->storage->obj, EV_READ};
     }
-    int64_t bytes = 0;
-    for (ev_tensor *t = writes; t; t = t == writes && reads != writes ? reads : NULL) {
-        int64_t b = t->numel * (int64_t)ev__dsize(t->dtype);
-        bytes = b > bytes ? b : bytes;
-    }
-    a->spin_ns = SPIN_BASE_NS + bytes * SPIN_NS_PER_BYTE;
-    a->spin_ns = a->spin_ns < SPIN_MAX_NS ? a->spin_ns : SPIN_MAX_NS;
     a->keep[0] = ev_tensor_ref(writes);
     a->keep[1] = reads != writes ? ev_tensor_ref(reads) : NULL;
     ev_dist_work *w = NULL;
