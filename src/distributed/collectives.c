@@ -200,9 +200,11 @@ static void finish_avg(coll_arg *a)
  * stream's growing sleeps between tests a 4 MB all-reduce took twice as
  * long, and ten times as long on a loaded machine when a late peer had used
  * up a budget fixed from the start (bench/allreduce.c). While a rank has
- * not started it, the tests spin only at first and leave the waiting to the
- * stream's backoff, so a late or lost peer costs no CPU. */
-#define SPIN_WAIT_NS 50000
+ * not started it, the tests spin for the first millisecond (ranks start
+ * a collective that far apart when their threads wake at different times)
+ * and then leave the waiting to the stream's backoff, so a late or lost
+ * peer costs little CPU. */
+#define SPIN_WAIT_NS 1000000
 /* Every rank in: spin at most this long (a peer lost mid-way), then back
  * off until the timeout. */
 #define SPIN_ALL_IN_NS 1000000000
