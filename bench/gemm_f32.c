@@ -1,0 +1,189 @@
+/* Our float32 gemm (src/ops/gemm_f32.c, built into this program) against
+ * OpenBLAS's cblas_sgemm, both on one thread and on every CPU, in GFLOP/s
+ * (medians of repeated calls), on the matmuls of the MLP training step
+ * (bench/mlp_vs_torch.py, batch 128) and bench/ops.py's matmul sizes. Each
+ * row is one C = A B with A m x k and B k x n, "N" a row-major operand and
+ * "T" a transposed view, as eagervm's matmul hands them over.
+ *
+ *     build/bench/bench_gemm_f32 [--threads N] [--repeats R] [--only SUBSTRING]
+ */
+#define _GNU_SOURCE /* clock_gettime under -std=c11 */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops/gemm_f32.h"
+
+typedef struct shape {
+    const char *what;
+    int64_t m, n, k;
+    int ta, tb; /* operand stored transposed */
+} shape;
+
+static const shape SHAPES[] = {
+    {"mlp fwd x@W1.T", 128, 256, 784, 0, 1},
+    {"mlp fwd h@W2.T", 128, 10, 256, 0, 1},
+    {"mlp bwd dW1 g1.T@x", 256, 784, 128, 1, 0},
+    {"mlp bwd dW2 g2.T@h", 10, 256, 128, 1, 0},
+    {"mlp bwd dh g2@W2", 128, 256, 10, 0, 0},
+    {"hand x@w1", 128, 256, 784, 0, 0},
+    {"hand x.T@dh", 784, 256, 128, 1, 0},
+    {"hand h.T@dl", 256, 10, 128, 1, 0},
+    {"hand dl@w2.T", 128, 256, 10, 0, 1},
+    {"ops 32^3", 32, 32, 32, 0, 0},
+    {"ops 1024^3", 1024, 1024, 1024, 0, 0},
+    {"512^3", 512, 512, 512, 0, 0},
+    {"256^3", 256, 256, 256, 0, 0},
+    {"64^3", 64, 64, 64, 0, 0},
+    {"128^3", 128, 128, 128, 0, 0},
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---------------------------------------------------------- our threads */
+
+typedef struct job {
+    const ev__sgemm *g;
+    const ev__sgemm_grid *grid;
+    int64_t first, step; /* tasks first, first + step, ... */
+    float *work;
+} job;
+
+static void *run_job(void *p)
+{
+    job *j = p;
+    for (int64_t t = j->first; t < j->grid->rows * j->grid->cols; t += j->step) {
+        ev__sgemm_task(j->g, j->grid, t, j->work);
+    }
+    return NULL;
+}
+
+/* Plain pthreads per call (not eagervm's pool: this is the kernel alone);
+ * threads' start costs count against us. */
+static void ours(const ev__sgemm *g, int threads, float **work)
+{
+    if (threads <= 1) {
+        ev__sgemm_run(g, work[0]);
+        return;
+    }
+    ev__sgemm_grid grid = ev__sgemm_grid_for(g, threads);
+    job jobs[16];
+    pthread_t th[16];
+    for (int i = 0; i < threads; i++) {
+        jobs[i] = (job){g, &grid, i, threads, work[i]};
+    }
+    for (int i = 1; i < threads; i++) {
+        pthread_create(&th[i], NULL, run_job, &jobs[i]);
+    }
+    run_job(&jobs[0]);
+    for (int i = 1; i < threads; i++) {
+        pthread_join(th[i], NULL);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int max_threads = 2, repeats = 0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            max_threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) {
+            repeats = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--only SUBSTRING]\n", argv[0]);
+            return 2;
+        }
+    }
+    max_threads = max_threads < 1 ? 1 : max_threads > 16 ? 16 : max_threads;
+    if (!ev__sgemm_supported()) {
+        printf("this CPU has no AVX-512: our kernel does not run here\n");
+        return 0;
+    }
+    printf("%-22s %5s %5s %5s %2s %3s %9s %9s %6s\n", "case", "m", "n", "k", "op", "thr",
+           "ours GF/s", "BLAS GF/s", "ratio");
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
+        const shape *sh = &SHAPES[s];
+        if (only && !strstr(sh->what, only)) {
+            continue;
+        }
+        int64_t m = sh->m, n = sh->n, k = sh->k;
+        float *a = malloc(sizeof(float) * (size_t)(m * k));
+        float *b = malloc(sizeof(float) * (size_t)(k * n));
+        float *c = malloc(sizeof(float) * (size_t)(m * n));
+        for (int64_t i = 0; i < m * k; i++) {
+            a[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+        }
+        for (int64_t i = 0; i < k * n; i++) {
+            b[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+        }
+        /* Row-major A is m x k (lda k); transposed, it is stored k x m. */
+        int64_t lda = sh->ta ? m : k, ldb = sh->tb ? k : n;
+        ev__sgemm g = {
+            .m = m, .n = n, .k = k, .a = a, .a_rs = sh->ta ? 1 : lda, .a_cs = sh->ta ? lda : 1,
+            .b = b, .b_rs = sh->tb ? 1 : ldb, .b_cs = sh->tb ? ldb : 1, .c = c, .ldc = n,
+            .beta = 0.0f,
+        };
+        float *work[16];
+        for (int i = 0; i < max_threads; i++) {
+            work[i] = aligned_alloc(64, (ev__sgemm_work_floats(&g) * sizeof(float) + 63) / 64 * 64);
+        }
+        double flops = 2.0 * (double)m * (double)n * (double)k;
+        int reps = repeats > 0 ? repeats : flops > 1e9 ? 21 : 101;
+        /* Calls per sample so that each sample is at least ~0.2 ms. */
+        int inner = (int)(2e5 / (flops / 50.0 + 1.0)) + 1;
+        for (int thr = 1; thr <= max_threads; thr *= 2) {
+            double *t_ours = malloc(sizeof(double) * (size_t)reps);
+            double *t_blas = malloc(sizeof(double) * (size_t)reps);
+            openblas_set_num_threads(thr);
+            for (int r = -2; r < reps; r++) { /* two warm-up rounds */
+                double t0 = now();
+                for (int i = 0; i < inner; i++) {
+                    ours(&g, thr, work);
+                }
+                double t1 = now();
+                for (int i = 0; i < inner; i++) {
+                    cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
+                                sh->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                                a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+                }
+                double t2 = now();
+                if (r >= 0) {
+                    t_ours[r] = (t1 - t0) / inner;
+                    t_blas[r] = (t2 - t1) / inner;
+                }
+            }
+            qsort(t_ours, (size_t)reps, sizeof(double), cmp_double);
+            qsort(t_blas, (size_t)reps, sizeof(double), cmp_double);
+            double go = flops / t_ours[reps / 2] * 1e-9, gb = flops / t_blas[reps / 2] * 1e-9;
+            printf("%-22s %5lld %5lld %5lld %c%c %3d %9.1f %9.1f %6.2f\n", sh->what, (long long)m,
+                   (long long)n, (long long)k, sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', thr, go, gb,
+                   go / gb);
+            free(t_ours);
+            free(t_blas);
+        }
+        for (int i = 0; i < max_threads; i++) {
+            free(work[i]);
+        }
+        free(a);
+        free(b);
+        free(c);
+    }
+    return 0;
+}
