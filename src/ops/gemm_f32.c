@@ -111,18 +111,38 @@ __attribute__((target("avx512f"))) static void transpose16(const float *src, int
     }
 }
 
-/* dst[p * NR + j] = src[p * rs + j] for p < kc, j < cols (<= NR); 0 past
- * cols. */
-__attribute__((target("avx512f"))) static void copy_rows32(int64_t kc, int64_t cols,
-                                                           const float *src, int64_t rs,
-                                                           float *dst)
+/* dst[p * width + j] = src[p * rs + j] for p < kc, j < cols <= width (16
+ * or 32); 0 past cols. dst is 64-byte aligned. */
+__attribute__((target("avx512f"))) static void copy_rows(int64_t kc, int64_t cols,
+                                                         const float *src, int64_t rs,
+                                                         float *dst, int64_t width)
 {
-    _Static_assert(NR == 32, "two vectors a row");
     __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1);
     __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols > 16 ? (1u << (cols - 16)) - 1 : 0);
+    if (width == 16) {
+        for (int64_t p = 0; p < kc; p++) {
+            _mm512_store_ps(dst + p * 16, _mm512_maskz_loadu_ps(m0, src + p * rs));
+        }
+        return;
+    }
     for (int64_t p = 0; p < kc; p++) {
-        _mm512_store_ps(dst + p * NR, _mm512_maskz_loadu_ps(m0, src + p * rs));
-        _mm512_store_ps(dst + p * NR + 16, _mm512_maskz_loadu_ps(m1, src + p * rs + 16));
+        _mm512_store_ps(dst + p * 32, _mm512_maskz_loadu_ps(m0, src + p * rs));
+        _mm512_store_ps(dst + p * 32 + 16, _mm512_maskz_loadu_ps(m1, src + p * rs + 16));
+    }
+}
+#endif
+
+#ifdef HAVE_X86
+/* dst[p * MR + r] = src[p * cs + r] for p < kc, r < rows <= MR; 0 past
+ * rows. */
+__attribute__((target("avx512f"))) static void copy_cols12(int64_t kc, int64_t rows,
+                                                           const float *src, int64_t cs,
+                                                           float *dst)
+{
+    _Static_assert(MR <= 16, "a panel step in one vector");
+    __mmask16 lm = (__mmask16)((1u << rows) - 1), sm = (__mmask16)((1u << MR) - 1);
+    for (int64_t p = 0; p < kc; p++) {
+        _mm512_mask_storeu_ps(dst + p * MR, sm, _mm512_maskz_loadu_ps(lm, src + p * cs));
     }
 }
 #endif
@@ -134,8 +154,13 @@ static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t c
     for (int64_t i0 = 0; i0 < mc; i0 += MR) {
         int64_t rows = min64(MR, mc - i0);
         const float *src = a + i0 * rs;
-        if (rs == 1 || rows == 1) {
+#ifdef HAVE_X86
+        if (rs == 1) {
             /* A transposed (a column of A is dense): MR floats per step. */
+            copy_cols12(kc, rows, src, cs, dst);
+        } else
+#endif
+        if (rows == 1) {
             for (int64_t p = 0; p < kc; p++) {
                 const float *s = src + p * cs;
                 float *d = dst + p * MR;
@@ -168,37 +193,46 @@ static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t c
     }
 }
 
-/* kc x nc of B (at b, strides rs, cs) into column panels of NR: panel q
- * holds, for each p, columns q NR .. q NR + NR - 1 of row p; columns past
- * nc are 0. */
+/* The width of the column panel that starts cols_left columns before the
+ * end of B's block: NR, or 16 for a last panel of at most 16 columns (the
+ * one-vector kernel then computes it, without the half tile of padding). */
+static int64_t panel_width(int64_t cols_left)
+{
+    return cols_left <= 16 ? 16 : NR;
+}
+
+/* kc x nc of B (at b, strides rs, cs) into column panels: panel q, at
+ * q NR kc floats, holds for each p columns q NR .. q NR + w - 1 of row p (w
+ * = panel_width); columns past nc are 0. */
 static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t cs, float *dst)
 {
     for (int64_t j0 = 0; j0 < nc; j0 += NR) {
-        int64_t cols = min64(NR, nc - j0);
+        int64_t cols = min64(NR, nc - j0), width = panel_width(nc - j0);
         const float *src = b + j0 * cs;
 #ifdef HAVE_X86
         if (cs == 1) {
-            /* Rows of B dense: NR floats per step, masked at the edge. */
-            copy_rows32(kc, cols, src, rs, dst);
+            /* Rows of B dense: a row of the panel per step, masked at the
+             * edge. */
+            copy_rows(kc, cols, src, rs, dst, width);
         } else if (rs == 1) {
             /* B transposed (a column of B is dense): 16 columns by 16 steps
              * of k at a time, transposed. */
             for (int64_t p = 0; p < kc; p += 16) {
                 int64_t steps = min64(16, kc - p);
-                for (int64_t h = 0; h < NR; h += 16) {
+                for (int64_t h = 0; h < width; h += 16) {
                     transpose16(src + h * cs + p, cs, cols > h ? min64(16, cols - h) : 0, steps,
-                                dst + p * NR + h, NR, 16);
+                                dst + p * width + h, width, 16);
                 }
             }
         } else
 #endif
         {
             /* Any strides: column by column, each read in order. */
-            for (int64_t j = 0; j < NR; j++) {
+            for (int64_t j = 0; j < width; j++) {
                 const float *s = src + j * cs;
                 float *d = dst + j;
                 for (int64_t p = 0; p < kc; p++) {
-                    d[p * NR] = j < cols ? s[p * rs] : 0.0f;
+                    d[p * width] = j < cols ? s[p * rs] : 0.0f;
                 }
             }
         }
@@ -257,6 +291,41 @@ kernel_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, fl
         }                                                                                    \
         _mm512_mask_storeu_ps(cr, m0, va);                                                   \
         _mm512_mask_storeu_ps(cr + 16, m1, vb);                                              \
+    }
+    ROWS(STORE)
+#undef STORE
+}
+
+/* The same for a panel 16 wide (nr <= 16; bp has 16 floats a step): one
+ * vector a row. Each element is summed in the same order as above. */
+__attribute__((target("avx512f"))) static void
+kernel16_avx512(int64_t kc, const float *restrict ap, const float *restrict bp,
+                float *restrict c, int64_t ldc, int64_t mr, int64_t nr, int how, float beta)
+{
+#define DECL(r) __m512 c##r##a = _mm512_setzero_ps();
+    ROWS(DECL)
+#undef DECL
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_load_ps(bp);
+#define STEP(r) c##r##a = _mm512_fmadd_ps(_mm512_set1_ps(ap[r]), b0, c##r##a);
+        ROWS(STEP)
+#undef STEP
+        ap += MR;
+        bp += 16;
+    }
+    __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+    __m512 vbeta = _mm512_set1_ps(beta);
+#define STORE(r)                                                                             \
+    if (r < mr) {                                                                            \
+        float *cr = c + r * ldc;                                                             \
+        __m512 va = c##r##a;                                                                 \
+        if (how == STORE_ADD) {                                                              \
+            va = _mm512_add_ps(va, _mm512_maskz_loadu_ps(m0, cr));                           \
+        } else if (how == STORE_BETA) {                                                      \
+            va = _mm512_fmadd_ps(vbeta, _mm512_maskz_loadu_ps(m0, cr), va);                  \
+        }                                                                                    \
+        _mm512_mask_storeu_ps(cr, m0, va);                                                   \
     }
     ROWS(STORE)
 #undef STORE
@@ -338,10 +407,19 @@ static void tile(const ev__sgemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t
                 int64_t mc = min64(MC, i1 - ic);
                 pack_a(mc, kb, g->a + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, ap);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        kernel_avx512(kb, ap + ir * kb, bp + jr * kb,
-                                      g->c + (ic + ir) * g->ldc + jc + jr, g->ldc,
-                                      min64(MR, mc - ir), min64(NR, nc - jr), how, g->beta);
+                    int64_t nr = min64(NR, nc - jr);
+                    float *c = g->c + ic * g->ldc + jc + jr;
+                    const float *bq = bp + jr * kb;
+                    if (panel_width(nc - jr) == 16) {
+                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                            kernel16_avx512(kb, ap + ir * kb, bq, c + ir * g->ldc, g->ldc,
+                                            min64(MR, mc - ir), nr, how, g->beta);
+                        }
+                    } else {
+                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                            kernel_avx512(kb, ap + ir * kb, bq, c + ir * g->ldc, g->ldc,
+                                          min64(MR, mc - ir), nr, how, g->beta);
+                        }
                     }
                 }
             }

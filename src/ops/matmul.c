@@ -155,16 +155,17 @@ static void blas_leave(int grant)
 /* ------------------------------------------------------- our float32 gemm */
 
 /* 1 if our gemm computes a float32 product with C rows x cols and depth k:
- * the CPU runs its AVX-512 kernel and the shape fills its 12 x 32 tiles
- * well enough. Measured against OpenBLAS 0.3.21 (bench/gemm_f32.c) on the
- * Zen 5 EPYC, ours is 1.7-2x faster on one thread from 32^3 to 1024^3 and
- * on the MLP's matmuls, and slower where C has few columns (under 16 a tile
- * is mostly padding) or few rows, as in a matrix-vector product, which
- * BLAS's gemv serves better. Depends on the shape and the CPU only, so the
- * issuing side and the kernel agree. */
+ * the CPU runs its AVX-512 kernel and the shape reuses the packed panels.
+ * Measured against OpenBLAS 0.3.21 on one thread (bench/gemm_f32.c, Zen 5
+ * EPYC): ours is 1.7-2x faster from 32^3 to 1024^3 and on the MLP's
+ * matmuls, 1.3-1.5x with 10 columns, even at 8 columns and at 4 rows;
+ * BLAS wins for fewer columns (a tile is mostly padding: 0.75x at 1 and
+ * 2) and for one row on a large B, which packing only copies (gemv's
+ * stream: 0.65x at 1 x 4096 x 4096). Depends on the shape and the CPU
+ * only, so the issuing side and the kernel agree. */
 static int own_sgemm(int64_t rows, int64_t cols, int64_t k)
 {
-    return k > 0 && rows >= 4 && cols >= 16 && ev__sgemm_supported();
+    return k > 0 && rows >= 4 && cols >= 8 && ev__sgemm_supported();
 }
 
 /* Below this many multiply-adds our gemm runs on the worker alone: at 2^21
