@@ -3,7 +3,9 @@
  * (medians of repeated calls), on the matmuls of the MLP training step
  * (bench/mlp_vs_torch.py, batch 128) and bench/ops.py's matmul sizes. Each
  * row is one C = A B with A m x k and B k x n, "N" a row-major operand and
- * "T" a transposed view, as eagervm's matmul hands them over.
+ * "T" a transposed view, as eagervm's matmul hands them over; a Gram row
+ * (x @ x.T) runs our gemm on the upper triangle against BLAS's ssyrk, and
+ * its GFLOP/s count the whole product's 2 m n k.
  *
  *     build/bench/bench_gemm_f32 [--threads N] [--repeats R] [--only SUBSTRING]
  */
@@ -21,6 +23,7 @@ typedef struct shape {
     const char *what;
     int64_t m, n, k;
     int ta, tb; /* operand stored transposed */
+    int gram;   /* C = A A^T: our upper triangle against BLAS's ssyrk */
 } shape;
 
 static const shape SHAPES[] = {
@@ -35,6 +38,8 @@ static const shape SHAPES[] = {
     {"hand dl@w2.T", 128, 256, 10, 0, 1},
     {"ops 32^3", 32, 32, 32, 0, 0},
     {"ops 1024^3", 1024, 1024, 1024, 0, 0},
+    {"ops gram 1024 x@x.T", 1024, 1024, 1024, 0, 1, 1},
+    {"gram 256 x@x.T", 256, 256, 256, 0, 1, 1},
     {"512^3", 512, 512, 512, 0, 0},
     {"256^3", 256, 256, 256, 0, 0},
     {"64^3", 64, 64, 64, 0, 0},
@@ -137,12 +142,12 @@ int main(int argc, char **argv)
         }
         int64_t m = sh->m, n = sh->n, k = sh->k;
         float *a = malloc(sizeof(float) * (size_t)(m * k));
-        float *b = malloc(sizeof(float) * (size_t)(k * n));
+        float *b = sh->gram ? a : malloc(sizeof(float) * (size_t)(k * n));
         float *c = malloc(sizeof(float) * (size_t)(m * n));
         for (int64_t i = 0; i < m * k; i++) {
             a[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
         }
-        for (int64_t i = 0; i < k * n; i++) {
+        for (int64_t i = 0; !sh->gram && i < k * n; i++) {
             b[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
         }
         /* Row-major A is m x k (lda k); transposed, it is stored k x m. */
@@ -150,11 +155,11 @@ int main(int argc, char **argv)
         ev__sgemm g = {
             .m = m, .n = n, .k = k, .a = a, .a_rs = sh->ta ? 1 : lda, .a_cs = sh->ta ? lda : 1,
             .b = b, .b_rs = sh->tb ? 1 : ldb, .b_cs = sh->tb ? ldb : 1, .c = c, .ldc = n,
-            .beta = 0.0f,
+            .beta = 0.0f, .upper = sh->gram,
         };
         float *work[16];
         for (int i = 0; i < max_threads; i++) {
-            work[i] = aligned_alloc(64, (ev__sgemm_work_floats(&g) * sizeof(float) + 63) / 64 * 64);
+            work[i] = aligned_alloc(64, (ev__sgemm_work_floats(&g, NULL) * sizeof(float) + 63) / 64 * 64);
         }
         double flops = 2.0 * (double)m * (double)n * (double)k;
         int reps = repeats > 0 ? repeats : flops > 1e9 ? 21 : 101;
@@ -170,7 +175,11 @@ int main(int argc, char **argv)
                     ours(&g, thr, work);
                 }
                 double t1 = now();
-                for (int i = 0; i < inner; i++) {
+                for (int i = 0; sh->gram && i < inner; i++) {
+                    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)m, (int)k, 1.0f, a,
+                                (int)lda, 0.0f, c, (int)n);
+                }
+                for (int i = 0; !sh->gram && i < inner; i++) {
                     cblas_sgemm(CblasRowMajor, sh->ta ? CblasTrans : CblasNoTrans,
                                 sh->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
                                 a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
@@ -193,8 +202,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < max_threads; i++) {
             free(work[i]);
         }
+        if (b != a) {
+            free(b);
+        }
         free(a);
-        free(b);
         free(c);
     }
     return 0;

@@ -346,13 +346,19 @@ int ev__sgemm_supported(void)
 
 /* ------------------------------------------------------------------ tasks */
 
-size_t ev__sgemm_work_floats(const ev__sgemm *g)
+/* The packing blocks of a task of at most rows x cols of C, depth k: B's
+ * first, whose size is a multiple of NR floats (64 bytes), so that A's
+ * starts aligned too. */
+static int64_t b_block_floats(int64_t k, int64_t cols)
 {
-    int64_t kc = k_block(g->k);
-    int64_t nc = min64(NC, round_up(g->n, NR)), mc = min64(MC, round_up(g->m, MR));
-    /* B's block first: its size is a multiple of NR floats (64 bytes), so
-     * A's block starts aligned too. */
-    return (size_t)(kc * nc + kc * mc) + 16;
+    return k_block(k) * min64(NC, round_up(cols, NR));
+}
+
+size_t ev__sgemm_work_floats(const ev__sgemm *g, const ev__sgemm_grid *grid)
+{
+    int64_t rows = grid ? grid->rows_per : g->m, cols = grid ? grid->cols_per : g->n;
+    return (size_t)(b_block_floats(g->k, cols) + k_block(g->k) * min64(MC, round_up(rows, MR))) +
+           16;
 }
 
 ev__sgemm_grid ev__sgemm_grid_for(const ev__sgemm *g, int max_tasks)
@@ -396,27 +402,36 @@ static void tile(const ev__sgemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t
 #ifdef HAVE_X86
     int64_t kc = k_block(g->k);
     float *bp = (float *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
-    float *ap = bp + kc * min64(NC, round_up(g->n, NR));
+    float *ap = bp + b_block_floats(g->k, j1 - j0);
+    /* With upper, a block or micro-tile whose first row lies past its last
+     * column is wholly below the diagonal: skipped. */
+    int upper = g->upper != 0;
     for (int64_t jc = j0; jc < j1; jc += NC) {
         int64_t nc = min64(NC, j1 - jc);
+        if (upper && i0 >= jc + nc) {
+            continue;
+        }
         for (int64_t pc = 0; pc < g->k; pc += kc) {
             int64_t kb = min64(kc, g->k - pc);
             pack_b(kb, nc, g->b + pc * g->b_rs + jc * g->b_cs, g->b_rs, g->b_cs, bp);
             int how = pc > 0 ? STORE_ADD : g->beta == 0.0f ? STORE_SET : STORE_BETA;
-            for (int64_t ic = i0; ic < i1; ic += MC) {
+            for (int64_t ic = i0; ic < i1 && !(upper && ic >= jc + nc); ic += MC) {
                 int64_t mc = min64(MC, i1 - ic);
                 pack_a(mc, kb, g->a + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, ap);
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     int64_t nr = min64(NR, nc - jr);
+                    /* Micro-tiles from row ic + ir on: below the diagonal
+                     * once ic + ir >= jc + jr + nr. */
+                    int64_t ir_end = upper ? min64(mc, jc + jr + nr - ic) : mc;
                     float *c = g->c + ic * g->ldc + jc + jr;
                     const float *bq = bp + jr * kb;
                     if (panel_width(nc - jr) == 16) {
-                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                        for (int64_t ir = 0; ir < ir_end; ir += MR) {
                             kernel16_avx512(kb, ap + ir * kb, bq, c + ir * g->ldc, g->ldc,
                                             min64(MR, mc - ir), nr, how, g->beta);
                         }
                     } else {
-                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                        for (int64_t ir = 0; ir < ir_end; ir += MR) {
                             kernel_avx512(kb, ap + ir * kb, bq, c + ir * g->ldc, g->ldc,
                                           min64(MR, mc - ir), nr, how, g->beta);
                         }
@@ -434,7 +449,7 @@ void ev__sgemm_task(const ev__sgemm *g, const ev__sgemm_grid *grid, int64_t t, f
 {
     int64_t tr = t / grid->cols, tc = t % grid->cols;
     int64_t i0 = tr * grid->rows_per, j0 = tc * grid->cols_per;
-    if (i0 < g->m && j0 < g->n) {
+    if (i0 < g->m && j0 < g->n && !(g->upper && i0 >= j0 + grid->cols_per)) {
         tile(g, i0, min64(g->m, i0 + grid->rows_per), j0, min64(g->n, j0 + grid->cols_per), work);
     }
 }

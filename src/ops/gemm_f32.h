@@ -30,6 +30,10 @@ typedef struct ev__sgemm {
     float *c;                   /* borrowed */
     int64_t ldc;                /* C[i][j] = c[i * ldc + j] */
     float beta;                 /* 0: C's old values are never read (NaN ok) */
+    int upper;                  /* 1: only C[i][j] with j >= i is wanted (a Gram
+                                 * matrix, mirrored by the caller): tiles wholly
+                                 * below the diagonal are skipped, the others
+                                 * written whole */
 } ev__sgemm;
 
 /* How a product is cut into tasks: rows x cols tiles of C, each of at most
@@ -48,9 +52,10 @@ int ev__sgemm_supported(void);
  * repeats small; one task when max_tasks is 1 or the product is small. */
 ev__sgemm_grid ev__sgemm_grid_for(const ev__sgemm *g, int max_tasks);
 
-/* Floats of workspace one task of g needs (64-byte aligned, not shared
- * between tasks running at once). */
-size_t ev__sgemm_work_floats(const ev__sgemm *g);
+/* Floats of workspace one task of g on grid needs (64-byte aligned, not
+ * shared between tasks running at once); grid NULL: the single task of
+ * ev__sgemm_run. */
+size_t ev__sgemm_work_floats(const ev__sgemm *g, const ev__sgemm_grid *grid);
 
 /* Computes task t (0 <= t < rows * cols) of grid: its tile of C, over all
  * of k. work: ev__sgemm_work_floats(g) floats, 64-byte aligned. */

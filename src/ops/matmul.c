@@ -228,19 +228,26 @@ static void sgemm_range(int64_t lo, int64_t hi, void *ctx)
 /* C (n x m, contiguous) = A B with our gemm, split over the intra-op
  * threads when large (the grid's tasks are claimed by whichever threads
  * the core budget grants; the bits do not depend on which, see
- * gemm_f32.h). Returns -1, having written nothing, if the workspace cannot
- * be had. */
+ * gemm_f32.h). upper: only the upper triangle is wanted (see
+ * ev__sgemm.upper). Returns -1, having written nothing, if the workspace
+ * cannot be had. */
 static int sgemm_own(int64_t n, int64_t k, int64_t m, const float *A, int64_t asr, int64_t asc,
-                     const float *B, int64_t bsr, int64_t bsc, float *C)
+                     const float *B, int64_t bsr, int64_t bsc, float *C, int upper)
 {
     ev__sgemm g = {
         .m = n, .n = m, .k = k, .a = A, .a_rs = asr, .a_cs = asc,
-        .b = B, .b_rs = bsr, .b_cs = bsc, .c = C, .ldc = m, .beta = 0.0f,
+        .b = B, .b_rs = bsr, .b_cs = bsc, .c = C, .ldc = m, .beta = 0.0f, .upper = upper,
     };
-    int max_tasks = n * k * m >= SGEMM_SPLIT_MIN ? ev__intraop_threads() : 1;
+    int max_tasks = 1;
+    if (n * k * m >= SGEMM_SPLIT_MIN) {
+        /* The triangle's tiles are uneven (those on the diagonal are half
+         * work, those below none): more tasks than threads even it out. */
+        max_tasks = ev__intraop_threads() * (upper ? 4 : 1);
+    }
     sgemm_job job = {.g = &g, .grid = ev__sgemm_grid_for(&g, max_tasks)};
     int64_t tasks = job.grid.rows * job.grid.cols;
-    job.slice = (ev__sgemm_work_floats(&g) + 15) / 16 * 16; /* slices stay 64-byte aligned */
+    /* Slices stay 64-byte aligned. */
+    job.slice = (ev__sgemm_work_floats(&g, &job.grid) + 15) / 16 * 16;
     job.work = sgemm_workspace(job.slice * (size_t)tasks);
     if (!job.work) {
         return -1;
@@ -285,11 +292,10 @@ static void mat_strides(const ev_tensor *t, int is1d, int as_row, int64_t *sr, i
     }
 }
 
-#ifdef EV_HAVE_BLAS
 /* C = A A^T when B is A's transpose (x @ x.T, a Gram matrix): the product
- * is symmetric, so syrk computes one triangle with half gemm's multiply-
- * adds and the other is mirrored, as NumPy's matmul does. The mirror copy
- * goes in tiles so that both sides stay in cache. */
+ * is symmetric, so syrk (or our gemm told so) computes one triangle with
+ * half gemm's multiply-adds and the other is mirrored, as NumPy's matmul
+ * does. The mirror copy goes in tiles so that both sides stay in cache. */
 #define MIRROR_TILE 64
 /* Below this many multiply-adds (a 128 x 128 x 128 product) syrk's fixed
  * costs and the mirror outweigh the halved work: plain gemm. */
@@ -309,6 +315,7 @@ static void mirror_upper(char *C, int64_t n, size_t esz)
     }
 }
 
+#ifdef EV_HAVE_BLAS
 static void gram(const mm_arg *a, ev_dtype dt, enum CBLAS_TRANSPOSE TA, int64_t lda,
                  const char *A, char *C)
 {
@@ -336,25 +343,27 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
         memset(C, 0, ev__dsize(dt) * (size_t)(n * m));
         return;
     }
+    int is_gram = A == B && n == m && n * n * k >= GRAM_MIN_MACS && asr == bsc && asc == bsr;
+    if (a->use_own &&
+        sgemm_own(n, k, m, (const float *)A, asr, asc, (const float *)B, bsr, bsc, (float *)C,
+                  is_gram) == 0) {
+        if (is_gram) {
+            mirror_upper(C, n, sizeof(float));
+        }
+        return;
+    }
 #ifdef EV_HAVE_BLAS
     int64_t lda = 0, ldb = 0;
     int ta = a->use_blas ? blas_form(n, k, asr, asc, &lda) : -1;
     int tb = a->use_blas ? blas_form(k, m, bsr, bsc, &ldb) : -1;
-    /* ta, tb >= 0 unless our gemm takes the product: the issuing side made
-     * the operand contiguous otherwise. */
+    /* ta, tb >= 0 unless our gemm was to take the product: the issuing
+     * side made the operand contiguous otherwise. */
     enum CBLAS_TRANSPOSE TA = ta > 0 ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE TB = tb > 0 ? CblasTrans : CblasNoTrans;
-    if (ta >= 0 && A == B && n == m && n * n * k >= GRAM_MIN_MACS && asr == bsc && asc == bsr) {
+    if (ta >= 0 && is_gram) {
         gram(a, dt, TA, lda, A, C);
         return;
     }
-#endif
-    if (a->use_own &&
-        sgemm_own(n, k, m, (const float *)A, asr, asc, (const float *)B, bsr, bsc,
-                  (float *)C) == 0) {
-        return;
-    }
-#ifdef EV_HAVE_BLAS
     if (ta >= 0 && tb >= 0) {
         int grant = blas_enter(n * k * m);
         if (dt == EV_FLOAT32) {
