@@ -168,10 +168,15 @@ static int own_sgemm(int64_t rows, int64_t cols, int64_t k)
     return k > 0 && rows >= 4 && cols >= 8 && ev__sgemm_supported();
 }
 
-/* Below this many multiply-adds our gemm runs on the worker alone: at 2^21
- * (a 128^3 product, ~10 us on one core) the hand-off to a helper costs
- * about what the second core gains. */
-#define SGEMM_SPLIT_MIN ((int64_t)1 << 21)
+/* The least multiply-adds a task of a split product gets, so a product
+ * splits from twice this (2^19, a 64 x 128 x 64 product, ~4 us on one
+ * core): a 64 x 64 x 64 product already ran ~1.4x faster on the two cores
+ * in a loop of them, but a hand-off costs a few microseconds when the
+ * helper has parked or the other core is busy, and the MLP step's small
+ * products (128 x 256 x 10) showed no clear gain from splitting on this
+ * shared machine. On more cores it keeps small products from being cut
+ * into slivers. */
+#define SGEMM_TASK_MIN ((int64_t)1 << 18)
 
 /* The packing workspace of each thread that issues our gemm: every task of
  * a call gets its own slice of the calling thread's block, so the helpers
@@ -238,13 +243,12 @@ static int sgemm_own(int64_t n, int64_t k, int64_t m, const float *A, int64_t as
         .m = n, .n = m, .k = k, .a = A, .a_rs = asr, .a_cs = asc,
         .b = B, .b_rs = bsr, .b_cs = bsc, .c = C, .ldc = m, .beta = 0.0f, .upper = upper,
     };
-    int max_tasks = 1;
-    if (n * k * m >= SGEMM_SPLIT_MIN) {
-        /* The triangle's tiles are uneven (those on the diagonal are half
-         * work, those below none): more tasks than threads even it out. */
-        max_tasks = ev__intraop_threads() * (upper ? 4 : 1);
-    }
-    sgemm_job job = {.g = &g, .grid = ev__sgemm_grid_for(&g, max_tasks)};
+    /* The triangle's tiles are uneven (those on the diagonal are half
+     * work, those below none): more tasks than threads even it out. */
+    int64_t max_tasks = (int64_t)ev__intraop_threads() * (upper ? 4 : 1);
+    int64_t by_size = n * k * m / SGEMM_TASK_MIN;
+    max_tasks = by_size < max_tasks ? (by_size > 1 ? by_size : 1) : max_tasks;
+    sgemm_job job = {.g = &g, .grid = ev__sgemm_grid_for(&g, (int)max_tasks)};
     int64_t tasks = job.grid.rows * job.grid.cols;
     /* Slices stay 64-byte aligned. */
     job.slice = (ev__sgemm_work_floats(&g, &job.grid) + 15) / 16 * 16;
