@@ -24,10 +24,13 @@
  * independent FMAs to cover their latency on two FMA pipes. */
 #define MR 12
 #define NR 32
-/* Cache blocking, measured on the Zen 5 EPYC (48 KB L1d, 1 MB L2): a KC x
- * NR panel of B (32 KB at most) stays in L1 while the MC x KC block of A
- * (at most 144 KB) streams from L2 past it; a KC x NC block of B (1 MB at
- * most) is read from L2/L3 once per block of A. */
+/* Cache blocking for the Zen 5 EPYC (48 KB L1d, 1 MB L2): a KC x NR panel
+ * of B (32 KB at most) stays in L1 while the MC x KC block of A (at most
+ * 144 KB) streams from L2 past it; a KC x NC block of B (1 MB at most) is
+ * read from L2/L3 once per block of A. Measured with bench/gemm_f32.c (the
+ * -D overrides are for that): KC 384 or 512, MC 72 or 288 and NC 512 or
+ * 2048 were no faster on the MLP's shapes and the 256..1024 cubes, MC 288
+ * much slower on 512^3 and up (A's block leaves L2). */
 #ifndef KC
 #define KC 256
 #endif
@@ -59,6 +62,8 @@ static int64_t k_block(int64_t k)
 
 /* ---------------------------------------------------------------- packing */
 
+/* Packing and the kernels exist for x86-64 only (AVX-512, chosen at run
+ * time); elsewhere ev__sgemm_supported() is 0 and no product reaches them. */
 #ifdef HAVE_X86
 /* dst[p * ldd + r] = src[r * lds + p] for r < rows, p < cols (both <= 16),
  * as one 16 x 16 transpose in registers; each of the cols rows of dst gets
@@ -130,9 +135,7 @@ __attribute__((target("avx512f"))) static void copy_rows(int64_t kc, int64_t col
         _mm512_store_ps(dst + p * 32 + 16, _mm512_maskz_loadu_ps(m1, src + p * rs + 16));
     }
 }
-#endif
 
-#ifdef HAVE_X86
 /* dst[p * MR + r] = src[p * cs + r] for p < kc, r < rows <= MR; 0 past
  * rows. */
 __attribute__((target("avx512f"))) static void copy_cols12(int64_t kc, int64_t rows,
@@ -145,7 +148,6 @@ __attribute__((target("avx512f"))) static void copy_cols12(int64_t kc, int64_t r
         _mm512_mask_storeu_ps(dst + p * MR, sm, _mm512_maskz_loadu_ps(lm, src + p * cs));
     }
 }
-#endif
 
 /* mc x kc of A (at a, strides rs, cs) into row panels of MR: panel q holds,
  * for each p, rows q MR .. q MR + MR - 1 of column p; rows past mc are 0. */
@@ -154,31 +156,14 @@ static void pack_a(int64_t mc, int64_t kc, const float *a, int64_t rs, int64_t c
     for (int64_t i0 = 0; i0 < mc; i0 += MR) {
         int64_t rows = min64(MR, mc - i0);
         const float *src = a + i0 * rs;
-#ifdef HAVE_X86
         if (rs == 1) {
             /* A transposed (a column of A is dense): MR floats per step. */
             copy_cols12(kc, rows, src, cs, dst);
-        } else
-#endif
-        if (rows == 1) {
-            for (int64_t p = 0; p < kc; p++) {
-                const float *s = src + p * cs;
-                float *d = dst + p * MR;
-                int64_t r = 0;
-                for (; r < rows; r++) {
-                    d[r] = s[r * rs];
-                }
-                for (; r < MR; r++) {
-                    d[r] = 0.0f;
-                }
-            }
-#ifdef HAVE_X86
         } else if (cs == 1) {
             /* Rows of A dense: 16 steps of k at a time, transposed. */
             for (int64_t p = 0; p < kc; p += 16) {
                 transpose16(src + p, rs, rows, min64(16, kc - p), dst + p * MR, MR, MR);
             }
-#endif
         } else {
             /* Any strides: row by row, so each row is read in order. */
             for (int64_t r = 0; r < MR; r++) {
@@ -209,7 +194,6 @@ static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t c
     for (int64_t j0 = 0; j0 < nc; j0 += NR) {
         int64_t cols = min64(NR, nc - j0), width = panel_width(nc - j0);
         const float *src = b + j0 * cs;
-#ifdef HAVE_X86
         if (cs == 1) {
             /* Rows of B dense: a row of the panel per step, masked at the
              * edge. */
@@ -224,9 +208,7 @@ static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t c
                                 dst + p * width + h, width, 16);
                 }
             }
-        } else
-#endif
-        {
+        } else {
             /* Any strides: column by column, each read in order. */
             for (int64_t j = 0; j < width; j++) {
                 const float *s = src + j * cs;
@@ -246,7 +228,6 @@ static void pack_b(int64_t kc, int64_t nc, const float *b, int64_t rs, int64_t c
  * overwrites (C is not read), with beta != 0 scales, later blocks add. */
 enum { STORE_SET = 0, STORE_ADD = 1, STORE_BETA = 2 };
 
-#ifdef HAVE_X86
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 _Static_assert(MR == 12, "ROWS lists MR rows");
 
@@ -331,7 +312,7 @@ kernel16_avx512(int64_t kc, const float *restrict ap, const float *restrict bp,
 #undef STORE
 }
 #undef ROWS
-#endif
+#endif /* HAVE_X86 */
 
 int ev__sgemm_supported(void)
 {
