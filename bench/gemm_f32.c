@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ops/gemm_f32.h"
 
@@ -73,43 +74,83 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---------------------------------------------------------- our threads */
 
-typedef struct job {
+/* Our side's threads: started once and woken for each call by a barrier
+ * (a futex wake, as eagervm's parked pool helpers pay), each running the
+ * tasks t = i, i + threads, ... of the call's grid. */
+static struct {
+    pthread_barrier_t start, end;
     const ev__sgemm *g;
-    const ev__sgemm_grid *grid;
-    int64_t first, step; /* tasks first, first + step, ... */
-    float *work;
-} job;
+    ev__sgemm_grid grid;
+    float **work;
+    int threads, stop;
+} team;
 
-static void *run_job(void *p)
+static void run_share(int i)
 {
-    job *j = p;
-    for (int64_t t = j->first; t < j->grid->rows * j->grid->cols; t += j->step) {
-        ev__sgemm_task(j->g, j->grid, t, j->work);
+    for (int64_t t = i; t < team.grid.rows * team.grid.cols; t += team.threads) {
+        ev__sgemm_task(team.g, &team.grid, t, team.work[i]);
     }
-    return NULL;
 }
 
-/* Plain pthreads per call (not eagervm's pool: this is the kernel alone);
- * threads' start costs count against us. */
-static void ours(const ev__sgemm *g, int threads, float **work)
+static void *team_main(void *arg)
 {
-    if (threads <= 1) {
+    int i = (int)(intptr_t)arg;
+    for (;;) {
+        pthread_barrier_wait(&team.start);
+        if (team.stop) {
+            return NULL;
+        }
+        run_share(i);
+        pthread_barrier_wait(&team.end);
+    }
+}
+
+static pthread_t team_threads[16];
+
+static void team_start(int threads)
+{
+    team.threads = threads;
+    team.stop = 0;
+    pthread_barrier_init(&team.start, NULL, (unsigned)threads);
+    pthread_barrier_init(&team.end, NULL, (unsigned)threads);
+    for (int i = 1; i < threads; i++) {
+        pthread_create(&team_threads[i], NULL, team_main, (void *)(intptr_t)i);
+    }
+}
+
+static void team_stop(void)
+{
+    team.stop = 1;
+    pthread_barrier_wait(&team.start);
+    for (int i = 1; i < team.threads; i++) {
+        pthread_join(team_threads[i], NULL);
+    }
+    pthread_barrier_destroy(&team.start);
+    pthread_barrier_destroy(&team.end);
+}
+
+/* Our gemm on team.threads threads (the caller is one of them). */
+static void ours(const ev__sgemm *g, float **work)
+{
+    if (team.threads <= 1) {
         ev__sgemm_run(g, work[0]);
         return;
     }
-    ev__sgemm_grid grid = ev__sgemm_grid_for(g, threads);
-    job jobs[16];
-    pthread_t th[16];
-    for (int i = 0; i < threads; i++) {
-        jobs[i] = (job){g, &grid, i, threads, work[i]};
+    /* As matmul.c cuts a product: tasks of at least 2^18 multiply-adds,
+     * four per thread for a triangle. */
+    int64_t tasks = (int64_t)team.threads * (g->upper ? 4 : 1);
+    int64_t by_size = g->m * g->n * g->k >> 18;
+    tasks = by_size < tasks ? (by_size > 1 ? by_size : 1) : tasks;
+    if (tasks <= 1) {
+        ev__sgemm_run(g, work[0]);
+        return;
     }
-    for (int i = 1; i < threads; i++) {
-        pthread_create(&th[i], NULL, run_job, &jobs[i]);
-    }
-    run_job(&jobs[0]);
-    for (int i = 1; i < threads; i++) {
-        pthread_join(th[i], NULL);
-    }
+    team.g = g;
+    team.grid = ev__sgemm_grid_for(g, (int)tasks);
+    team.work = work;
+    pthread_barrier_wait(&team.start);
+    run_share(0);
+    pthread_barrier_wait(&team.end);
 }
 
 int main(int argc, char **argv)
@@ -129,6 +170,14 @@ int main(int argc, char **argv)
         }
     }
     max_threads = max_threads < 1 ? 1 : max_threads > 16 ? 16 : max_threads;
+    /* OpenBLAS's idle threads spin for ~2^28 cycles after each call, on the
+     * cores our threads then need; OpenBLAS reads this when it loads, so
+     * set it and start again. */
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) {
+        setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+        execv("/proc/self/exe", argv);
+        perror("execv /proc/self/exe (set OPENBLAS_THREAD_TIMEOUT=4 yourself)");
+    }
     if (!ev__sgemm_supported()) {
         printf("this CPU has no AVX-512: our kernel does not run here\n");
         return 0;
@@ -169,10 +218,11 @@ int main(int argc, char **argv)
             double *t_ours = malloc(sizeof(double) * (size_t)reps);
             double *t_blas = malloc(sizeof(double) * (size_t)reps);
             openblas_set_num_threads(thr);
+            team_start(thr);
             for (int r = -2; r < reps; r++) { /* two warm-up rounds */
                 double t0 = now();
                 for (int i = 0; i < inner; i++) {
-                    ours(&g, thr, work);
+                    ours(&g, work);
                 }
                 double t1 = now();
                 for (int i = 0; sh->gram && i < inner; i++) {
@@ -190,6 +240,7 @@ int main(int argc, char **argv)
                     t_blas[r] = (t2 - t1) / inner;
                 }
             }
+            team_stop();
             qsort(t_ours, (size_t)reps, sizeof(double), cmp_double);
             qsort(t_blas, (size_t)reps, sizeof(double), cmp_double);
             double go = flops / t_ours[reps / 2] * 1e-9, gb = flops / t_blas[reps / 2] * 1e-9;
