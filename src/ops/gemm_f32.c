@@ -317,8 +317,10 @@ kernel16_avx512(int64_t kc, const float *restrict ap, const float *restrict bp,
 int ev__sgemm_supported(void)
 {
 #ifdef HAVE_X86
-    /* __builtin_cpu_supports reads data the loader's resolver filled in:
-     * safe from any thread, and cheap. */
+    /* The CPU model is filled in by a constructor of libgcc; calling its
+     * init first makes this safe from other constructors too (it does the
+     * work once). The answer is the same for every thread. */
+    __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") ? 1 : 0;
 #else
     return 0;
