@@ -3,15 +3,20 @@
  * every size 1..70 and k = 0, the four transpose combinations, leading
  * dimensions past the columns, negative and non-unit strides, beta 0 (over
  * NaN), 1 and other values, shapes past the cache blocks, exact-size
- * workspaces, untouched memory around C, and every grid of tasks giving
- * the single task's bits. Skipped on a CPU without AVX-512. */
+ * workspaces, untouched memory around C, the upper-triangle mode, and
+ * every grid of tasks giving the single task's bits. Then ev_matmul on
+ * float32 views (transposed, sliced with steps, reversed, batched, x @ x.T)
+ * giving exactly the bits of one direct call: matmul takes our gemm for
+ * them, and its split over the intra-op threads changes nothing. Skipped
+ * on a CPU without AVX-512. */
+#define EV_TEST_CONCURRENCY 1 /* matmul splits over the intra-op threads */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/gemm_f32.h"
-#include "test.h"
+#include "tensor/tensor_test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
 
@@ -323,6 +328,110 @@ static void test_special_values(void)
     CHECK(isnan(c[0]) && c[1] == 2.0f && isnan(c[2]) && c[3] == 5.0f);
 }
 
+/* ------------------------------------------------------- through matmul */
+
+/* A float32 tensor of shape rows x cols holding host (C order). */
+static ev_tensor *f32_tensor(int64_t rows, int64_t cols, const float *host)
+{
+    int64_t shape[2] = {rows, cols};
+    ev_tensor *t;
+    CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 2, shape, host, &t));
+    return t;
+}
+
+static float *host_rand_f32(int64_t n)
+{
+    float *v = alloc_floats((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = frand();
+    }
+    return v;
+}
+
+/* ev_matmul(a, b) (n x m, or batch x n x m with batch_stride_a elements
+ * between A's matrices and B shared) against one direct call per matrix on
+ * the same host data: A[i][p] = ha[i asr + p acs], B[p][j] = hb[p bsr + j
+ * bcs]; upper: the product is a Gram matrix (matmul mirrors the upper
+ * triangle). Bit for bit. */
+static void check_matmul_bits(ev_tensor *a, ev_tensor *b, int64_t batch, int64_t n, int64_t k,
+                              int64_t m, const float *ha, int64_t batch_stride_a, int64_t asr,
+                              int64_t acs, const float *hb, int64_t bsr, int64_t bcs, int upper,
+                              const char *what)
+{
+    ev_tensor *c;
+    CHECK_OK(ev_matmul(&EX, a, b, &c));
+    CHECK_EQ(ev_tensor_numel(c), batch * n * m);
+    float *got = alloc_floats((size_t)(batch * n * m));
+    CHECK_OK(ev_to_host(&EX, c, got));
+    ev_tensor_unref(c);
+    float *want = alloc_floats((size_t)(n * m));
+    for (int64_t bi = 0; bi < batch; bi++) {
+        ev__sgemm g = {
+            .m = n, .n = m, .k = k, .a = ha + bi * batch_stride_a, .a_rs = asr, .a_cs = acs,
+            .b = hb, .b_rs = bsr, .b_cs = bcs, .c = want, .ldc = m, .upper = upper,
+        };
+        run_one(&g);
+        for (int64_t i = 0; upper && i < n; i++) {
+            for (int64_t j = 0; j < i; j++) {
+                want[i * m + j] = want[j * m + i];
+            }
+        }
+        if (memcmp(got + bi * n * m, want, sizeof(float) * (size_t)(n * m)) != 0) {
+            EV_CHECK_FAIL_("%s: matmul's bits differ from one direct call (batch %lld)", what,
+                           (long long)bi);
+        }
+    }
+    free(want);
+    free(got);
+}
+
+static void test_matmul_views(void)
+{
+    test_setup();
+    /* The MLP's forward x @ W.T and its weight gradient g.T @ x: split over
+     * the intra-op threads (25M multiply-adds each). */
+    float *x = host_rand_f32(128 * 784), *w = host_rand_f32(256 * 784);
+    float *gr = host_rand_f32(128 * 256);
+    ev_tensor *tx = f32_tensor(128, 784, x), *tw = f32_tensor(256, 784, w);
+    ev_tensor *tg = f32_tensor(128, 256, gr), *wt, *gt;
+    CHECK_OK(ev_transpose(tw, 0, 1, &wt));
+    CHECK_OK(ev_transpose(tg, 0, 1, &gt));
+    check_matmul_bits(tx, wt, 1, 128, 784, 256, x, 0, 784, 1, w, 1, 784, 0, "x @ W.T");
+    check_matmul_bits(gt, tx, 1, 256, 128, 784, gr, 0, 1, 256, x, 784, 1, 0, "g.T @ x");
+    /* Every other row of A, B's columns reversed: no BLAS layout, read as
+     * they are. */
+    float *p = host_rand_f32(140 * 300), *q = host_rand_f32(300 * 90);
+    ev_tensor *tp = f32_tensor(140, 300, p), *tq = f32_tensor(300, 90, q), *ps, *qr;
+    CHECK_OK(ev_slice(tp, 0, 0, INT64_MAX, 2, &ps));
+    CHECK_OK(ev_slice(tq, 1, INT64_MAX, INT64_MIN, -1, &qr));
+    check_matmul_bits(ps, qr, 1, 70, 300, 90, p, 0, 600, 1, q + 89, 90, -1, 0,
+                      "X[::2] @ Y[:, ::-1]");
+    /* A Gram matrix, through the upper triangle and the mirror. */
+    ev_tensor *pt;
+    CHECK_OK(ev_transpose(ps, 0, 1, &pt));
+    check_matmul_bits(ps, pt, 1, 70, 300, 70, p, 0, 600, 1, p, 1, 600, 1, "x @ x.T");
+    float *xs = host_rand_f32(400 * 300);
+    ev_tensor *txs = f32_tensor(400, 300, xs), *txt;
+    CHECK_OK(ev_transpose(txs, 0, 1, &txt));
+    check_matmul_bits(txs, txt, 1, 400, 300, 400, xs, 0, 300, 1, xs, 1, 300, 1,
+                      "x @ x.T, split");
+    /* A batch of three against one B. */
+    int64_t bshape[3] = {3, 40, 50};
+    float *ba = host_rand_f32(3 * 40 * 50), *bb = host_rand_f32(50 * 60);
+    ev_tensor *tba, *tbb = f32_tensor(50, 60, bb);
+    CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 3, bshape, ba, &tba));
+    check_matmul_bits(tba, tbb, 3, 40, 50, 60, ba, 40 * 50, 50, 1, bb, 60, 1, 0, "batched");
+    ev_tensor *all[] = {tx, tw, tg, wt, gt, tp, tq, ps, qr, pt, txs, txt, tba, tbb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        ev_tensor_unref(all[i]);
+    }
+    float *hosts[] = {x, w, gr, p, q, xs, ba, bb};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        free(hosts[i]);
+    }
+    test_teardown();
+}
+
 int main(void)
 {
     if (!ev__sgemm_supported()) {
@@ -336,5 +445,6 @@ int main(void)
     RUN_TEST(test_random);
     RUN_TEST(test_upper);
     RUN_TEST(test_large);
+    RUN_TEST(test_matmul_views);
     return 0;
 }
