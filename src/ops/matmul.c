@@ -91,7 +91,8 @@ static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t
  * sgemm/dgemm bits depend on its thread count (it partitions the product
  * differently), so a large gemm's last bits now depend on whether another
  * worker was busy when it started, as they did before on whether another
- * gemm was running. */
+ * gemm was running. (Float32 products that our gemm takes do not: their
+ * bits depend on the shape alone, see gemm_f32.h.) */
 /* Under ThreadSanitizer, OpenBLAS runs single-threaded: its threads hand
  * work over through spin flags in uninstrumented code, which TSan cannot see
  * and reports as races on our buffers. On the calling worker the accesses
