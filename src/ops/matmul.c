@@ -179,9 +179,9 @@ static int own_sgemm(int64_t rows, int64_t cols, int64_t k)
  * into slivers. */
 #define SGEMM_TASK_MIN ((int64_t)1 << 18)
 
-/* The packing workspace of each thread that issues our gemm: every task of
- * a call gets its own slice of the calling thread's block, so the helpers
- * that run some of them need none of their own. Kept between calls (a
+/* The packing workspace of each thread that issues our gemm: every chunk
+ * of tasks running for a call uses its own slice of the calling thread's
+ * block, so the helpers that run some of them need none of their own. Kept between calls (a
  * training step would otherwise allocate a few hundred KB per matmul) and
  * freed when the thread exits. */
 static EV_TLS_FAST float *sgemm_ws;
@@ -216,19 +216,39 @@ static float *sgemm_workspace(size_t floats)
     return p;
 }
 
+/* Slices of the workspace: at most one per thread of the process's intra-
+ * op budget (MAX_SLICES bounds it), claimed by a chunk of tasks while it
+ * runs; so a call needs threads slices, not one per task. */
+#define MAX_SLICES 16
+
 typedef struct sgemm_job {
     const ev__sgemm *g;      /* borrowed from the caller's frame */
     ev__sgemm_grid grid;
-    float *work;             /* the caller's workspace; task t uses slice t */
+    float *work;             /* the caller's workspace, cut in slices */
     size_t slice;            /* floats per slice */
+    uint32_t slices;         /* slices in work (<= MAX_SLICES) */
+    _Atomic uint32_t busy;   /* bit s: slice s is in use by a running chunk */
 } sgemm_job;
 
 static void sgemm_range(int64_t lo, int64_t hi, void *ctx)
 {
-    const sgemm_job *j = ctx;
+    sgemm_job *j = ctx;
+    /* No more chunks run at once than there are slices (one per thread
+     * that may run a chunk), so a free one exists. acquire on success,
+     * pairing with the release of the chunk that gave the slice back: its
+     * reads of the slice happen before our writes. Relaxed on failure and
+     * for the first load: they only pick the bit to try. */
+    uint32_t busy = atomic_load_explicit(&j->busy, memory_order_relaxed), s;
+    do {
+        s = (uint32_t)__builtin_ctz(~busy);
+    } while (!atomic_compare_exchange_weak_explicit(&j->busy, &busy, busy | 1u << s,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed));
+    EV_ASSERT(s < j->slices);
     for (int64_t t = lo; t < hi; t++) {
-        ev__sgemm_task(j->g, &j->grid, t, j->work + (size_t)t * j->slice);
+        ev__sgemm_task(j->g, &j->grid, t, j->work + s * j->slice);
     }
+    atomic_fetch_and_explicit(&j->busy, ~(1u << s), memory_order_release);
 }
 
 /* C (n x m, contiguous) = A B with our gemm, split over the intra-op
@@ -251,9 +271,12 @@ static int sgemm_own(int64_t n, int64_t k, int64_t m, const float *A, int64_t as
     max_tasks = by_size < max_tasks ? (by_size > 1 ? by_size : 1) : max_tasks;
     sgemm_job job = {.g = &g, .grid = ev__sgemm_grid_for(&g, (int)max_tasks)};
     int64_t tasks = job.grid.rows * job.grid.cols;
+    int threads = ev__intraop_threads();
+    job.slices = (uint32_t)(tasks < threads ? tasks : threads);
+    EV_ASSERT(job.slices <= MAX_SLICES);
     /* Slices stay 64-byte aligned. */
     job.slice = (ev__sgemm_work_floats(&g, &job.grid) + 15) / 16 * 16;
-    job.work = sgemm_workspace(job.slice * (size_t)tasks);
+    job.work = sgemm_workspace(job.slice * job.slices);
     if (!job.work) {
         return -1;
     }
