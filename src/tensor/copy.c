@@ -652,8 +652,11 @@ int ev_from_host(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *sha
          * its last tensor are still queued on this stream: the new object
          * is ordered after them, so wait for them before the host writes.
          * (A failure of theirs is not this tensor's: it is reported where
-         * their results are read.) */
-        ev_wait_obj(ex->vm, t->storage->obj, NULL);
+         * their results are read.) Smaller blocks are never handed over so,
+         * and a scalar operand of a recorded op comes this way: no wait. */
+        if (t->storage->nbytes >= EV__REUSE_MIN) {
+            ev_wait_obj(ex->vm, t->storage->obj, NULL);
+        }
         memcpy(ev__tensor_ptr(t), src, (size_t)t->numel * ev__dsize(dtype));
     }
     *out = t;

@@ -679,7 +679,10 @@ def test_random_compositions_match_torch_autograd(threads):
             h = h[:, 1:] * A.T[:3, :2].sum(0)      # views and broadcasting
             h2 = h * 1.0
             h2.mul_(h)                              # in place on a non-leaf
-            loss = (h2.sum(1) ** 2).mean() + A.log().sum()
+            col = h2[:, trial % 2]
+            h2[1:3].add_(h[1:3] * 0.5)              # in place through a view
+            h2[0] = W[trial % 5, :2]                # assignment through a view
+            loss = (h2.sum(1) ** 2).mean() + A.log().sum() + (col * col).sum()
             loss.backward()
             out[lib] = [t.grad.numpy() for t in (A, W, B)]
         for g_ev, g_t in zip(out["ev"], out["torch"]):
