@@ -68,21 +68,24 @@ def test_collectives(tmp_path, n, sync):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_desync_raises_on_every_rank(tmp_path):
+@pytest.mark.parametrize("n", [2, 4])
+def test_desync_raises_on_every_rank(tmp_path, n):
+    """EAGERVM_DISTRIBUTED_DEBUG=1: rank 0 issues an all_reduce where the
+    others issue a broadcast; every rank raises naming each rank's line."""
     _skip_without_mpi()
-    results, proc = _mpirun(tmp_path, 2, "faults.py", "desync",
+    results, proc = _mpirun(tmp_path, n, "faults.py", "desync",
                             env=_env(EAGERVM_DISTRIBUTED_DEBUG="1"))
-    assert sorted(results) == [0, 1], proc.stdout + proc.stderr
+    assert sorted(results) == list(range(n)), proc.stdout + proc.stderr
     f = results[0]["file"]
     ar, bc = results[0]["lines"]["all_reduce"], results[1]["lines"]["broadcast"]
-    for r in (0, 1):
+    for r in range(n):
         err = results[r]["error"]
         assert err is not None, f"rank {r} did not raise"
         assert "collective 1 differs across ranks" in err
         assert f"rank 0 all_reduce float32[4] op=sum at {f}:{ar}" in err, err
         assert f"rank 1 broadcast float32[4] src=0 at {f}:{bc}" in err, err
         # The mismatched collective ran nowhere; the next one works.
-        assert results[r]["after"] == [2.0, 2.0, 2.0]
+        assert results[r]["after"] == [float(n)] * 3
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
