@@ -262,7 +262,8 @@ typedef struct ev_instr_desc {
     ev_kernel_fn kernel;        /* required */
     const void *arg;            /* copied (arg_size bytes) into the instruction */
     size_t arg_size;
-    /* Runs on the copy exactly once after the kernel ran or was skipped
+    /* Runs on the copy exactly once, on the stream's own thread, after the
+     * kernel ran (and, if it completes later, completed) or was skipped
      * (poisoned input, or runtime destroyed); may be NULL. */
     void (*arg_drop)(void *arg);
     ev_stream stream;
