@@ -30,6 +30,7 @@ typedef struct evpy_state {
     PyObject *numpy;                /* the numpy module, loaded lazily; Py_None if absent */
     PyTypeObject *generator_type;   /* eagervm.Generator (random.c) */
     PyObject *default_generator;    /* the Generator of the default ev_generator */
+    PyTypeObject *dist_work_type;   /* eagervm.distributed.Work (distributed.c) */
 } evpy_state;
 
 extern PyModuleDef evpy_module_def;
@@ -177,6 +178,10 @@ int evpy_is_advanced_key(PyObject *key);
 PyObject *evpy_getitem_advanced(PyObject *self, PyObject *key);
 int evpy_setitem_advanced(PyObject *self, PyObject *key, PyObject *value);
 extern PyMethodDef evpy_asyncs_methods[];
+
+/* distributed.c: the process group, the collectives and their Work type. */
+int evpy_distributed_init(PyObject *module, evpy_state *st);
+extern PyMethodDef evpy_distributed_methods[];
 
 /* autograd.c: the Node type, grad mode and the backward functions of the
  * module, the Tensor methods, and the Tensor attributes tensor.c lists. */

@@ -2,6 +2,7 @@
  * objects, the process-wide runtime with its fork and exit handling, and the
  * private helpers the tests use to observe the runtime. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,9 +59,14 @@ int evpy_exec(ev_exec *ex)
  * copy of every tensor holds its final bytes and no worker holds a lock of
  * the allocator at the moment of the fork. ev_wait_all takes no failure: one
  * that happened stays with the runtime for the parent's next sync point. */
+/* The engine's (src/core/services.h; the module does not include it). */
+bool ev__on_worker_thread(void);
+
 static void atfork_prepare(void)
 {
-    if (rt_vm) {
+    /* A kernel that forks (MPI's singleton init starts its daemon so) would
+     * wait for itself: the child it makes execs at once and needs nothing. */
+    if (rt_vm && !ev__on_worker_thread()) {
         ev_wait_all(rt_vm, UINT32_MAX);
     }
     evpy_wait_atfork_prepare();
@@ -429,14 +435,16 @@ static int module_exec(PyObject *m)
         return -1;
     }
     if (evpy_tensor_init_type(m, st) < 0 || evpy_asyncs_init_types(m, st) < 0 ||
-        evpy_random_init(m, st) < 0 || evpy_autograd_init(m) < 0) {
+        evpy_random_init(m, st) < 0 || evpy_autograd_init(m) < 0 ||
+        evpy_distributed_init(m, st) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(m, evpy_table_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_autograd_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_asyncs_methods) < 0 ||
         PyModule_AddFunctions(m, evpy_profile_methods) < 0 ||
-        PyModule_AddFunctions(m, evpy_optim_methods) < 0) {
+        PyModule_AddFunctions(m, evpy_optim_methods) < 0 ||
+        PyModule_AddFunctions(m, evpy_distributed_methods) < 0) {
         return -1;
     }
     if (!evpy_vm()) {
@@ -474,6 +482,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->numpy);
     Py_VISIT(st->generator_type);
     Py_VISIT(st->default_generator);
+    Py_VISIT(st->dist_work_type);
     return 0;
 }
 
@@ -495,6 +504,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->numpy);
     Py_CLEAR(st->generator_type);
     Py_CLEAR(st->default_generator);
+    Py_CLEAR(st->dist_work_type);
     return 0;
 }
 
