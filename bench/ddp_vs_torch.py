@@ -28,6 +28,7 @@ backward; 0.01 MB gives eagervm (layer 2), (layer 1's bias), (layer 1's
 weight) and PyTorch its own split of the same size.
 """
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -192,11 +193,17 @@ def worker_eagervm(args):
     opt = optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
 
+    # The collectives run on the ccl stream of thread uid 0, which (for now)
+    # shares the OS thread of uid 0's compute stream: training there would
+    # wait behind each all-reduce. On a worker of its own it runs beside them.
+    train = ev.asyncs.Thread() if args.train_thread else None
+
     def step(x, t):
-        opt.zero_grad()
-        loss_fn(model(x), t).backward()
-        opt.step()
-        sched.step()
+        with ev.asyncs.thread(train) if train is not None else contextlib.nullcontext():
+            opt.zero_grad()
+            loss_fn(model(x), t).backward()
+            opt.step()
+            sched.step()
 
     for x, t in batches[:args.warmup]:
         step(x, t)
@@ -290,6 +297,8 @@ def main():
     ap.add_argument("--bucket-cap-mb", type=float, default=0.01)
     ap.add_argument("--no-bind", dest="bind", action="store_false",
                     help="do not pass --bind-to core to mpirun")
+    ap.add_argument("--train-on-uid0", dest="train_thread", action="store_false",
+                    help="train on the default thread (uid 0, which runs the collectives)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds a round may take")
     ap.add_argument("--worker", choices=("eagervm", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)

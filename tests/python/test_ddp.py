@@ -41,6 +41,9 @@ class FakeDist(types.ModuleType):
         self.initialized = initialized
         self.log = []
 
+    def is_available(self):
+        return True
+
     def is_initialized(self):
         return self.initialized
 
@@ -234,10 +237,9 @@ def test_bad_arguments_raise_clear_errors(fake):
 
 
 def test_not_initialised_with_the_real_module():
-    try:
-        import eagervm.distributed as dist
-    except ImportError:
-        pytest.skip("eagervm.distributed is not built")
+    import eagervm.distributed as dist
+    if not dist.is_available():
+        pytest.skip("eagervm.distributed has no MPI in this build")
     if dist.is_initialized():
         pytest.skip("a process group is open in this process")
     with pytest.raises(RuntimeError, match="init_process_group"):
@@ -315,10 +317,9 @@ def test_sampler_defaults_need_an_initialised_group(fake):
 def _mpi_or_skip():
     if not shutil.which("mpirun"):
         pytest.skip("mpirun not found")
-    try:
-        import eagervm.distributed  # noqa: F401
-    except ImportError:
-        pytest.skip("eagervm.distributed is not built (no MPI at build time)")
+    import eagervm.distributed as dist
+    if not dist.is_available():
+        pytest.skip("eagervm.distributed has no MPI in this build")
 
 
 def mpirun(args, timeout=60, env=None):
@@ -331,25 +332,49 @@ def mpirun(args, timeout=60, env=None):
     return r
 
 
-def test_two_ranks_train_like_one_process_on_the_whole_batch(tmp_path):
+def run_worker(tmp_path, cap, env=None):
+    mpirun([os.path.join(HERE, "ddp_worker.py"), str(tmp_path), str(cap)], env=env)
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.parametrize("cap", [0.05, 1e-6])
+def test_two_ranks_train_like_one_process_on_the_whole_batch(tmp_path, cap):
     _mpi_or_skip()
-    mpirun([os.path.join(HERE, "ddp_worker.py"), str(tmp_path)])
-    res = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    res = run_worker(tmp_path, cap)
     for r in res:
         assert r["world"] == 2
         # SGD with momentum, 6 steps: the same weights as one process on the
         # whole global batch (from rank 0's weights: rank 1 started elsewhere).
         assert r["max_param_diff"] < 1e-5, r["max_param_diff"]
-        assert r["issue_log"] == sorted(r["issue_log"]) and len(r["buckets"]) > 1
+        assert len(r["buckets"]) > 1                     # each step: every bucket, in order
+        assert r["issue_log"] == list(range(len(r["buckets"]))) * r["steps"]
+    if cap == 0.05:   # flat buckets of several parameters, and one of one
+        assert [len(b) for b in res[0]["buckets"]] == [3, 1, 1, 1]
     assert res[0]["issue_log"] == res[1]["issue_log"]
     assert res[0]["buckets"] == res[1]["buckets"]
     a, b = res[0]["indices"], res[1]["indices"]
     assert len(a) == len(b) and not set(a) & set(b)
-    # Overlap: in the profiled step the first all-reduce started on the ccl
-    # stream before backward's last instruction ended.
-    for r in res:
-        assert r["backward_ops"] > 0 and r["all_reduce_starts_ns"], r
-        assert min(r["all_reduce_starts_ns"]) < r["backward_end_ns"], r
+
+
+def test_all_reduce_starts_while_backward_runs(tmp_path):
+    """The profile of a step: an all-reduce started on the ccl stream before
+    backward's last instruction (the 4096-wide first layer's weight
+    gradient, a few ms) ended. Whether the ccl stream's OS thread gets a
+    core in that window is the OS scheduler's call on a machine where both
+    ranks compute on every core (and other work may run): the training
+    worker runs at a lower priority (nice 10), and each rank must show it
+    in one of up to five runs."""
+    _mpi_or_skip()
+    tries = []
+    for _ in range(5):
+        res = run_worker(tmp_path, 1e-6, env={"DDP_WORKER_NICE": "10"})
+        for r in res:
+            assert r["backward_ops"] > 0 and r["all_reduce_starts_ns"], r
+        tries.append([(min(r["all_reduce_starts_ns"]) - r["backward_end_ns"]) / 1e3
+                      for r in res])
+        if all(any(t[rank] < 0 for t in tries) for rank in range(2)):
+            return
+    pytest.fail(f"first all-reduce start minus backward end, us, per try and rank: {tries}")
 
 
 def test_main_job_distributed_matches_one_process(tmp_path):

@@ -51,11 +51,8 @@ def _length(dataset):
 
 def _world():
     """(world size, rank) of eagervm.distributed, or a clear error."""
-    try:
-        from .. import distributed as dist
-    except ImportError:
-        dist = None
-    if dist is None or not dist.is_initialized():
+    from .. import distributed as dist
+    if not dist.is_initialized():
         raise RuntimeError("DistributedSampler: pass num_replicas and rank, or call "
                            "eagervm.distributed.init_process_group() first")
     return dist.get_world_size(), dist.get_rank()

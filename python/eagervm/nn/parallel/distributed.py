@@ -37,7 +37,7 @@ it reduces the sum).
 import contextlib
 import weakref
 
-from ... import _C
+from ... import _C, asyncs
 from ...autograd import no_grad
 from ..module import Module
 
@@ -47,12 +47,11 @@ _MB = 1 << 20
 
 
 def _dist():
-    """eagervm.distributed, or a clear error where it is not built."""
-    try:
-        from ... import distributed
-    except ImportError as exc:  # built without MPI
-        raise RuntimeError("DistributedDataParallel needs eagervm.distributed, which this "
-                           f"build does not have ({exc}); rebuild with MPI found") from exc
+    """eagervm.distributed, or a clear error where it has no MPI."""
+    from ... import distributed
+    if not distributed.is_available():
+        raise RuntimeError("DistributedDataParallel needs eagervm.distributed's MPI backend, "
+                           "which this build does not have (rebuild with Open MPI found)")
     return distributed
 
 
@@ -146,6 +145,7 @@ class DistributedDataParallel(Module):
         self._require_sync = True   # no_sync() clears it
         self._sync_now = True       # what the last forward saw
         self._issue_log = None      # a list to record issued buckets in (tests)
+        self._copy_thread = None    # the worker of the buckets' concatenations
         self._reset_iteration()
         self._sync_module_states()
         ref = weakref.ref(self)
@@ -243,7 +243,14 @@ class DistributedDataParallel(Module):
             # A bucket of one: its gradient is reduced where it is.
             self._dist_mod.all_reduce(params[0].grad, op=avg)
         else:
-            flat = _C.cat([p.grad.reshape(-1) for p in params])
+            # The concatenation runs on a worker of its own: on backward's
+            # stream it would queue behind every backward op issued before
+            # this hook ran (all of them, when the walk reaches the
+            # accumulators last), and the all-reduce with it.
+            if self._copy_thread is None:
+                self._copy_thread = asyncs.Thread()
+            with asyncs.thread(self._copy_thread):
+                flat = _C.cat([p.grad.reshape(-1) for p in params])
             self._dist_mod.all_reduce(flat, op=avg)
             for p, (off, n, shape) in zip(params, bucket.layout):
                 p.grad = flat[off:off + n].view(shape)
