@@ -26,6 +26,11 @@ last backward instruction of a step, over all all-reduce time; target 80%).
 of 25 MB would put the whole 0.8 MB model into one bucket, reduced only after
 backward; 0.01 MB gives eagervm (layer 2), (layer 1's bias), (layer 1's
 weight) and PyTorch its own split of the same size.
+
+eagervm's step runs on an asyncs.Thread of its own (--train-on-uid0: on the
+default thread): the collectives run on the ccl stream of thread uid 0,
+which shares that thread's OS thread, so a step there waits behind each
+all-reduce.
 """
 import argparse
 import contextlib

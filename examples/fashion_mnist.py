@@ -427,7 +427,7 @@ def run(args):
         secs = sum(h["seconds"] for h in history)
         samples = sum(h["samples_per_s"] * h["seconds"] for h in history)
         print(f"training throughput: {samples / secs:,.0f} samples/s ({secs:.1f} s for "
-              f"{len(history)} epochs of {int(samples) // len(history)} samples)")
+              f"{len(history)} epochs of {round(samples / len(history))} samples)")
     if args.save:
         print(f"checkpoint: {os.path.abspath(args.save)}")
     if prof is not None:
