@@ -1,7 +1,7 @@
 /* All-reduce through eagervm (ev_all_reduce_ on the ccl stream: submit, the
  * non-blocking MPI call, the stream's polls, the host's wait) against a bare
  * blocking MPI_Allreduce of the same buffer, in one process:
- *   mpirun -np 2 build/bench/bench_allreduce [--repeats 21] [--sizes-mb 1,4,16,64]
+ *   mpirun -np 2 build/bench/bench_allreduce [--repeats 21] [--sizes-kb 1024,4096,...]
  * Both sides reduce the same float32 buffer in place; the two alternate
  * (which goes first alternates too), each run starts after an MPI_Barrier,
  * and rank 0 prints medians in µs and the ratio bare/eagervm (above 1:
@@ -42,14 +42,15 @@ static int check(int rc, const char *what)
 int main(int argc, char **argv)
 {
     int repeats = 21;
-    char sizes_arg[256] = "1,4,16,64";
+    char sizes_arg[256] = "1024,4096,16384,65536";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) {
             repeats = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--sizes-mb") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--sizes-kb") && i + 1 < argc) {
             snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[++i]);
         } else {
-            fprintf(stderr, "usage: %s [--repeats N] [--sizes-mb 1,4,16,64]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--repeats N] [--sizes-kb 1024,4096,16384,65536]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -77,13 +78,16 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("all-reduce (sum, float32, in place) on %d ranks, median of %d, µs\n", world,
                repeats);
-        printf("%8s %12s %12s %8s\n", "MB", "eagervm", "MPI", "ratio");
+        printf("%8s %12s %12s %8s\n", "KB", "eagervm", "MPI", "ratio");
     }
     double *t_ev = malloc(sizeof(double) * (size_t)repeats);
     double *t_mpi = malloc(sizeof(double) * (size_t)repeats);
     for (char *tok = strtok(sizes_arg, ","); tok; tok = strtok(NULL, ",")) {
-        int mb = atoi(tok);
-        int64_t n = (int64_t)mb << 18; /* float32 elements */
+        int kb = atoi(tok);
+        int64_t n = (int64_t)kb << 8; /* float32 elements */
+        if (kb <= 0) {
+            continue;
+        }
         ev_tensor *t = NULL;
         check(ev_zeros(&ex, EV_FLOAT32, 1, &n, &t), "ev_zeros");
         check(ev_wait_obj(vm, ev_tensor_obj(t), NULL), "wait");
@@ -110,7 +114,7 @@ int main(int argc, char **argv)
         double me[2] = {median(t_ev, repeats), median(t_mpi, repeats)}, worst[2];
         MPI_Reduce(me, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            printf("%8d %12.1f %12.1f %8.3f\n", mb, worst[0] * 1e6, worst[1] * 1e6,
+            printf("%8d %12.1f %12.1f %8.3f\n", kb, worst[0] * 1e6, worst[1] * 1e6,
                    worst[1] / worst[0]);
             fflush(stdout);
         }

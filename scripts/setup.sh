@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
     build-essential cmake pkg-config clang libclang-rt-14-dev
-    libopenblas-dev libstarpu-dev
+    libopenblas-dev libstarpu-dev libopenmpi-dev openmpi-bin
     python3-dev python3-pip python3-numpy python3-pytest python3-hypothesis
     python3-matplotlib dataset-fashion-mnist
 )

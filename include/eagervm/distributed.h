@@ -2,7 +2,7 @@
  *
  * A process group is the MPI world of this process (one per process, made
  * by ev_pg_create). Every MPI call runs on one OS thread: the ccl stream of
- * thread uid 0, EV_DIST_STREAM (MPI_THREAD_FUNNELED). A collective is an
+ * thread uid 0, ev_dist_stream() (MPI_THREAD_FUNNELED). A collective is an
  * instruction on that stream: its kernel starts a non-blocking MPI call and
  * the stream polls it (ev_kctx_complete_later) while compute goes on. Its
  * tensors take part in dependency analysis like any op's: the in-place
@@ -24,7 +24,9 @@
  *     its peers when it starts one), then fails. The group is unusable
  *     afterwards (its MPI state is lost): later collectives fail at once.
  * A failed collective poisons its outputs (DESIGN rule 6): the error is
- * raised at the next sync point that touches them.
+ * raised at the next sync point that touches them. A collective whose input
+ * is poisoned is skipped on that rank like any instruction; the other ranks
+ * then wait for it until the timeout.
  *
  * Built only when CMake finds MPI (EV_HAVE_MPI); otherwise every function
  * here fails with EV_ESTATE saying so, and ev_dist_available() returns 0.
@@ -51,9 +53,9 @@ static inline ev_stream ev_dist_stream(void)
     return s;
 }
 
-/* Reduction ops (PyTorch's ReduceOp order). Append only. On bool, SUM and
- * MAX are a logical or, PRODUCT and MIN a logical and; AVG (SUM divided by
- * the world size) takes float dtypes only. */
+/* Reduction ops (eagervm.distributed.ReduceOp has these values). Append
+ * only. On bool, SUM and MAX are a logical or, PRODUCT and MIN a logical
+ * and; AVG (SUM divided by the world size) takes float dtypes only. */
 #define EV_DIST_OP_MAP(X) \
     X(SUM, "sum")         \
     X(AVG, "avg")         \
@@ -106,7 +108,7 @@ typedef struct ev_pg_config {
 } ev_pg_config;
 
 /* Initialises MPI (MPI_Init_thread, MPI_THREAD_FUNNELED) as an instruction on
- * EV_DIST_STREAM and waits for it (blocks; collective: every rank must call
+ * ev_dist_stream() and waits for it (blocks; collective: every rank must call
  * it), then makes the group's communicators (duplicates of MPI_COMM_WORLD
  * with MPI_ERRORS_RETURN). Rank and size come from MPI (mpirun sets them).
  * libmpi is first loaded RTLD_GLOBAL, which Open MPI's plug-ins need when
@@ -118,7 +120,7 @@ typedef struct ev_pg_config {
 EV_API int ev_pg_create(ev_vm *vm, const ev_pg_config *cfg, ev_pg **out);
 
 /* Waits for every instruction issued so far, frees the communicators and
- * finalises MPI on EV_DIST_STREAM (blocks; collective, unless the group is
+ * finalises MPI on ev_dist_stream() (blocks; collective, unless the group is
  * broken by a timeout or an MPI failure: then MPI is left as it is, since a
  * finalise could hang on the lost peer). MPI cannot be initialised again in
  * this process. Accepts NULL. No other call may use pg during or after. */
@@ -146,7 +148,7 @@ EV_API void ev_dist_work_unref(ev_dist_work *w);
 
 /* ------------------------------------------------------------ collectives
  *
- * Each issues one instruction on EV_DIST_STREAM and returns at once; ex gives
+ * Each issues one instruction on ev_dist_stream() and returns at once; ex gives
  * the runtime and the site reported (its thread uid does not matter). Every
  * rank must issue the same collectives in the same order. Tensors must be
  * contiguous, with at most INT_MAX elements per rank (MPI's counts). work_out

@@ -1,5 +1,6 @@
 /* eagervm: the umbrella header — the engine (vm.h), tensors (tensor.h) and
- * their ops (ops.h), autograd (autograd.h), and the build's configuration (config.h). */
+ * their ops (ops.h), autograd (autograd.h), collectives (distributed.h), and
+ * the build's configuration (config.h). */
 #ifndef EAGERVM_EAGERVM_H
 #define EAGERVM_EAGERVM_H
 
@@ -7,6 +8,7 @@
 #include "eagervm/tensor.h"
 #include "eagervm/ops.h"
 #include "eagervm/autograd.h"
+#include "eagervm/distributed.h"
 #include "eagervm/config.h"
 
 #endif

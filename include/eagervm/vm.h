@@ -81,8 +81,9 @@ typedef struct ev_error_info {
     const char *message;   /* the kernel's message */
     const char *name;      /* the failed instruction's name */
     const ev_site *site;   /* where it was issued, or NULL */
-    uint32_t thread_uid;   /* the worker it ran on */
-    uint64_t seq;          /* its sequence number on that worker */
+    uint32_t thread_uid;   /* the thread uid of its stream */
+    uint64_t seq;          /* its sequence number on that stream */
+    uint8_t stream_type;   /* its stream's type */
 } ev_error_info;
 
 /* Fills *info with pointers that stay valid while err is referenced. */
@@ -109,8 +110,12 @@ enum ev_stream_type {
 
 EV_API const char *ev_stream_type_name(int type);
 
-/* A stream is named by value. Instructions on one stream run in submission
- * order. On the cpu every stream of one thread uid runs on that uid's worker. */
+/* A stream is named by value. Instructions on one stream start in submission
+ * order. On the cpu each stream runs on an OS thread of its own, started when
+ * it is first used: a thread uid's compute stream, and, apart from it, each of
+ * the uid's streams of another type (so a collective in flight on the ccl
+ * stream of uid t never holds back compute on t). Dependencies between any
+ * two streams are inferred alike. */
 typedef struct ev_stream {
     uint8_t device_type;   /* enum ev_device_type */
     uint8_t device_index;
@@ -215,6 +220,32 @@ EV_API int ev_kctx_fail(ev_kctx *kc, int code, const char *fmt, ...)
 /* The thread uid of the worker running the kernel. */
 EV_API uint32_t ev_kctx_thread_uid(const ev_kctx *kc);
 
+/* ------------------------------------------------ asynchronous completion */
+
+/* Checks whether work a kernel started has completed: returns 1 when it has,
+ * 0 while it is still going, or the result of ev_kctx_fail(kc, ...) when it
+ * failed. Called on the stream's own thread, between other instructions,
+ * until it returns non-zero. Must not block, submit or wait. */
+typedef int (*ev_poll_fn)(void *state, ev_kctx *kc);
+
+/* Lets the running instruction finish after its kernel returns: the kernel
+ * starts the work (a non-blocking MPI call, later a CUDA launch whose event
+ * poll reads), calls this, and returns 0. The stream then runs the
+ * instructions after it while the poll of the earliest unfinished
+ * instruction is called now and then (one poll is expected to drive the
+ * work of those after it, as an MPI test does); the instruction finishes
+ * when poll returns non-zero (its arg_drop runs then,
+ * its outputs become ready, or poisoned if poll failed). Instructions of one
+ * stream finish in submission order, so a later one that is done waits for
+ * the earlier ones to be seen done; one that reads what an unfinished one
+ * writes starts only after it finished. state must live until then (the
+ * instruction's argument does). While anything is in flight the stream
+ * polls, busy at first, then yielding, then sleeping in growing steps up to
+ * 1 ms; ev_stream_notify ends a sleep early (a completion signalled from
+ * another thread). Only streams of a type other than compute may do this on
+ * the cpu: elsewhere it fails with EV_ESTATE and a message. */
+EV_API int ev_kctx_complete_later(ev_kctx *kc, ev_poll_fn poll, void *state);
+
 enum ev_access { EV_READ = 1, EV_WRITE = 2, EV_READ_WRITE = 3 };
 
 typedef struct ev_operand {
@@ -241,10 +272,12 @@ typedef struct ev_instr_desc {
     const ev_site *site;        /* borrowed, see ev_site; may be NULL */
 } ev_instr_desc;
 
-/* Names one instruction: its worker and its sequence number there. */
+/* Names one instruction: its stream's thread uid and type, and its sequence
+ * number on that stream. */
 typedef struct ev_ticket {
     uint32_t thread_uid;
     uint64_t seq;
+    uint8_t stream_type;   /* enum ev_stream_type; 0 (compute) when left out */
 } ev_ticket;
 
 /* Submits an instruction and returns at once (unless EAGERVM_MAX_PENDING
@@ -295,6 +328,12 @@ EV_API int ev_wait_thread(ev_vm *vm, uint32_t uid, uint32_t timeout_ms);
 
 /* Like ev_synchronize but gives up after timeout_ms with EV_ETIMEDOUT. */
 EV_API int ev_synchronize_timeout(ev_vm *vm, uint32_t timeout_ms, ev_error **err_out);
+
+/* Wakes the thread of `stream` if it sleeps waiting for work in flight to
+ * complete (see ev_kctx_complete_later); for a thread that signals a
+ * completion. Does nothing if the stream has no thread yet. EV_EINVAL for a
+ * bad stream. */
+EV_API int ev_stream_notify(ev_vm *vm, ev_stream stream);
 
 /* Writes a text report of what every worker is doing and waiting for: the
  * running instruction, its stream, the instruction it waits on, and the queue

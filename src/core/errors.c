@@ -209,7 +209,7 @@ void ev_free(void *p)
 /* --------------------------------------------------------- error records */
 
 ev_error *ev__error_new(int code, const char *message, const char *name, const ev_site *site,
-                        uint32_t uid, uint64_t seq)
+                        uint32_t uid, uint8_t stream_type, uint64_t seq)
 {
     size_t len = strlen(message);
     ev_error *err = ev__malloc(sizeof *err + len + 1);
@@ -222,6 +222,7 @@ ev_error *ev__error_new(int code, const char *message, const char *name, const e
     err->name = name;
     err->site = site;
     err->thread_uid = uid;
+    err->stream_type = stream_type;
     err->seq = seq;
     err->unreported_link.next = NULL;
     err->listed = false;
@@ -256,6 +257,7 @@ void ev_error_get(const ev_error *err, ev_error_info *info)
     info->site = err->site;
     info->thread_uid = err->thread_uid;
     info->seq = err->seq;
+    info->stream_type = err->stream_type;
 }
 
 int ev_error_format(const ev_error *err, char *buf, size_t size)

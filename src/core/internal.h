@@ -123,6 +123,7 @@ struct ev_error {
     const char *name;       /* borrowed (static) */
     const ev_site *site;    /* borrowed (see ev_site) */
     uint32_t thread_uid;
+    uint8_t stream_type;
     uint64_t seq;
     ev__link unreported_link; /* on vm->unreported; guarded by vm->err_lock */
     bool listed;            /* on that list; guarded by vm->err_lock */
@@ -130,7 +131,7 @@ struct ev_error {
 };
 
 ev_error *ev__error_new(int code, const char *message, const char *name, const ev_site *site,
-                        uint32_t uid, uint64_t seq);
+                        uint32_t uid, uint8_t stream_type, uint64_t seq);
 
 /* ------------------------------------------------------------- structures */
 
@@ -169,13 +170,54 @@ struct ev_instr {
     ev_operand inline_operands[EV_INLINE_OPERANDS];
     _Alignas(16) unsigned char inline_arg[EV_INLINE_ARG_SIZE];
     ev_dep inline_deps[EV_INLINE_DEPS];
+    /* Read only on lanes that complete later (see ev_kctx_complete_later). */
+    ev_poll_fn poll;            /* set while the instruction is pending */
+    void *poll_state;
+    int64_t start_ticks, end_ticks; /* profiling, when the finish is deferred */
+    int status;                 /* 0 ok, 1 failed, 2 skipped (for the profile) */
 };
 
 enum {
     EV_INSTR_ALWAYS_RUN = 1u << 0, /* release callbacks run even on poison */
     EV_INSTR_PROFILE = 1u << 1,
     EV_INSTR_RELEASE = 1u << 2,    /* frees operands[0].obj after running */
+    /* On its worker's in-flight list: its kernel ran, but it has not
+     * finished (it completes later, or one issued before it does). */
+    EV_INSTR_INFLIGHT = 1u << 3,
+    EV_INSTR_PENDING = 1u << 4,    /* its completion has not been seen yet */
+    EV_INSTR_RETIRED = 1u << 5,    /* the queue let go of it while in flight */
 };
+
+/* A lane is what one worker (OS thread) runs: on the cpu, a thread uid's
+ * compute stream, or one of its streams of another type. Lanes 0..limit are
+ * the compute streams, so ev_dep.uid of compute work is its thread uid. */
+static inline uint32_t ev__lane_of(uint32_t limit, ev_stream s)
+{
+    return (uint32_t)s.type * (limit + 1) + s.thread_uid;
+}
+
+static inline uint32_t ev__lane_uid(uint32_t limit, uint32_t lane)
+{
+    return lane % (limit + 1);
+}
+
+static inline uint8_t ev__lane_type(uint32_t limit, uint32_t lane)
+{
+    return (uint8_t)(lane / (limit + 1));
+}
+
+static inline ev_stream ev__lane_stream(uint32_t limit, uint32_t lane)
+{
+    ev_stream s = {EV_DEVICE_CPU, 0, ev__lane_type(limit, lane), 0, ev__lane_uid(limit, lane)};
+    return s;
+}
+
+/* Lanes of streams other than compute may complete instructions after their
+ * kernels return; their own order then no longer implies completion. */
+static inline bool ev__lane_completes_later(uint32_t limit, uint32_t lane)
+{
+    return lane > limit;
+}
 
 /* Readers of one object since its last write, by worker: the highest seq is
  * enough because a worker finishes its queue in order. */
@@ -219,6 +261,11 @@ typedef struct ev_worker {
     _Atomic uint32_t waiting_uid;
     _Atomic uint64_t waiting_seq;   /* 0 = not waiting on a dependency */
     ev__lifo prof;                  /* owned chunks of records (profile.c) */
+    /* Instructions whose kernel ran but which have not finished, in seq
+     * order (lanes that complete later only; worker thread only). */
+    ev__fifo inflight;
+    _Atomic uint32_t n_inflight;    /* its length, for stall reports (relaxed) */
+    int64_t idle_since;             /* when polling them last made progress */
     pthread_mutex_t prof_lock;      /* guards prof against ev_vm_profile_take */
     struct {
         uint64_t seq;               /* the failed or skipped instruction */
@@ -248,15 +295,18 @@ typedef struct ev_worker {
      * its line (as when the stub was a whole, aligned instruction). */
     _Alignas(EV_CACHELINE) ev__mpsc_link stub; /* the queue's first head */
     struct ev_vm *vm;
-    uint32_t uid;
+    uint32_t uid;                   /* the lane: index in vm->workers, ev_dep.uid */
+    uint32_t thread_uid;            /* the lane's thread uid and stream type */
+    uint8_t stream_type;
     _Atomic bool stop;
     pthread_t thread;
 } ev_worker;
 
 struct ev_vm {
     ev__lock submit_lock;         /* dependency analysis and queue pushes */
-    _Atomic(ev_worker *) *workers; /* [0..limit], owned; set lazily under submit_lock */
+    _Atomic(ev_worker *) *workers; /* [lane], owned; set lazily under submit_lock */
     uint32_t limit;               /* uids beyond 0 */
+    uint32_t n_lanes;             /* (limit + 1) per stream type */
     uint32_t max_pending;
     uint32_t stall_timeout_ms;
     _Atomic bool profiling;
@@ -299,8 +349,8 @@ struct ev_vm {
     /* Layers' per-runtime state (services.h); installed under pool_lock. */
     _Atomic(void *) ext[EV__EXT_COUNT];
     void (*ext_destroy[EV__EXT_COUNT])(void *p);
-    /* 1 + the highest uid whose worker started: where a scan of workers may
-     * stop. Raised under submit_lock, read without it. */
+    /* 1 + the highest lane whose worker started: where a scan of workers
+     * may stop. Raised under submit_lock, read without it. */
     _Atomic uint32_t top_uid;
 };
 

@@ -110,7 +110,7 @@ int ev_vm_profile_take(ev_vm *vm, ev_prof_record **records_out, size_t *count_ou
      * one go, so records added meanwhile are neither lost nor duplicated. */
     ev_prof_record *out = NULL;
     size_t n = 0;
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < vm->n_lanes; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
             continue;

@@ -106,8 +106,8 @@ static ev_instr *instr_alloc(ev_vm *vm)
         /* Take back one worker's finished instructions, whole: walking the
          * list here would miss the cache once per node, as the worker wrote
          * them last. Start where the last drain stopped, to spread reuse. */
-        for (uint32_t k = 0; k <= vm->limit && ev__lifo_empty(&vm->free_instrs); k++) {
-            uint32_t u = (vm->drain_next + k) % (vm->limit + 1);
+        for (uint32_t k = 0; k < vm->n_lanes && ev__lifo_empty(&vm->free_instrs); k++) {
+            uint32_t u = (vm->drain_next + k) % vm->n_lanes;
             ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
             if (w) {
                 vm->free_instrs = ev__atomic_lifo_take_all(&w->returned);
@@ -136,8 +136,9 @@ static void instr_unalloc(ev_vm *vm, ev_instr *ins)
 
 /* --------------------------------------------------------- dependencies */
 
-/* Adds "wait for d" unless the worker's own queue order already covers it
- * (the same stream, or another stream of the same worker on the cpu). */
+/* Adds "wait for d" unless the lane's own order already covers it: on a
+ * lane whose instructions may complete after their kernels return, order
+ * of start is not order of completion, so its own edges are kept. */
 static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *cap)
 {
     if (d.seq == 0) {
@@ -145,7 +146,9 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
     }
     if (d.uid == uid) {
         vm->n_stream_edges++;
-        return 0;
+        if (!ev__lane_completes_later(vm->limit, uid)) {
+            return 0;
+        }
     }
     for (uint32_t i = 0; i < ins->n_deps; i++) {
         if (ins->deps[i].uid == d.uid) {
@@ -171,22 +174,28 @@ static int add_dep(ev_vm *vm, ev_instr *ins, uint32_t uid, ev_dep d, uint32_t *c
         ins->deps = nd;
         *cap = ncap;
     }
-    vm->n_cross_edges++;
+    vm->n_cross_edges += d.uid != uid;
     ins->deps[ins->n_deps++] = d;
     return 0;
 }
 
-/* Makes sure add_reader cannot fail for obj. */
-static int reserve_readers(ev_vm *vm, ev_obj *obj)
+/* Makes sure add_reader cannot fail for obj read on `lane`. Past the inline
+ * slots, readers go in a table indexed by lane, as long as the lanes started
+ * so far (most are never used: every stream type has its lanes). */
+static int reserve_readers(ev_vm *vm, ev_obj *obj, uint32_t lane)
 {
-    if (obj->n_readers < EV_INLINE_READERS || obj->more_readers) {
+    if (obj->n_readers < EV_INLINE_READERS || lane < obj->more_cap) {
         return 0;
     }
-    obj->more_readers = ev__calloc(vm->limit + 1, sizeof(ev_dep));
-    if (!obj->more_readers) {
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    uint32_t cap = top > lane ? top : lane + 1;
+    ev_dep *table = ev__realloc(obj->more_readers, cap * sizeof *table);
+    if (!table) {
         return EV_ENOMEM;
     }
-    obj->more_cap = vm->limit + 1;
+    memset(table + obj->more_cap, 0, (cap - obj->more_cap) * sizeof *table);
+    obj->more_readers = table;
+    obj->more_cap = cap;
     return 0;
 }
 
@@ -202,8 +211,8 @@ static void add_reader(ev_obj *obj, ev_dep d)
         obj->readers[obj->n_readers++] = d;
         return;
     }
-    /* Many reading workers: a table indexed by uid (seq 0 = none). */
-    EV_ASSERT(obj->more_readers);
+    /* Many reading workers: a table indexed by lane (seq 0 = none). */
+    EV_ASSERT(obj->more_readers && d.uid < obj->more_cap);
     obj->more_readers[d.uid] = d;
 }
 
@@ -307,7 +316,8 @@ static ev_worker *worker_for(ev_vm *vm, uint32_t uid, int *rc)
 static uint64_t pending_now(ev_vm *vm)
 {
     uint64_t n = 0;
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    for (uint32_t u = 0; u < top; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (w) {
             n += atomic_load_explicit(&w->issued, memory_order_relaxed) -
@@ -327,7 +337,8 @@ static void wait_for_room(ev_vm *vm)
     for (;;) {
         uint64_t total = 0, longest = 0;
         ev_dep target = {0, 0};
-        for (uint32_t u = 0; u <= vm->limit; u++) {
+        uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+        for (uint32_t u = 0; u < top; u++) {
             ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
             if (!w) {
                 continue;
@@ -476,8 +487,7 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
     vm->n_submitted++;
     ev__worker_push(w, ins);
     if (ticket_out) {
-        ticket_out->thread_uid = w->uid;
-        ticket_out->seq = seq;
+        *ticket_out = (ev_ticket){w->thread_uid, seq, w->stream_type};
     }
 }
 
@@ -498,7 +508,8 @@ static ev__lifo take_done_released(ev_vm *vm)
 {
     ev__lifo done_list = {NULL};
     uint32_t n = 0;
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    for (uint32_t u = 0; u < top; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
         if (!w || ev__fifo_empty(&w->released)) {
             continue;
@@ -570,7 +581,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
     ev__run_deferred(vm);
 
     ev__lock_acquire(&vm->submit_lock);
-    uint32_t uid = d->stream.thread_uid;
+    uint32_t uid = ev__lane_of(vm->limit, d->stream);
     ev_worker *w = worker_for(vm, uid, &rc);
     ev_instr *ins = w ? instr_alloc(vm) : NULL;
     if (!ins) {
@@ -593,7 +604,7 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
     ev_dep me = {uid, atomic_load_explicit(&w->issued, memory_order_relaxed) + 1};
     for (uint32_t i = 0; i < ins->n_operands && rc == 0; i++) {
         if (ins->operands[i].access == EV_READ) {
-            rc = reserve_readers(vm, ins->operands[i].obj);
+            rc = reserve_readers(vm, ins->operands[i].obj, uid);
         }
     }
     if (rc != 0) {
@@ -647,7 +658,8 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
     }
     maybe_wait_for_room(vm);
     ev__lock_acquire(&vm->submit_lock);
-    ev_worker *w = worker_for(vm, stream.thread_uid, &rc);
+    uint32_t lane = ev__lane_of(vm->limit, stream);
+    ev_worker *w = worker_for(vm, lane, &rc);
     ev_instr *ins = w ? instr_alloc(vm) : NULL;
     if (!ins || instr_init(ins, &d) != 0) {
         if (ins) {
@@ -659,11 +671,12 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
     /* After everything issued so far on every worker: each worker finishes
      * in order, so its last issued seq stands for all of its work. */
     uint32_t cap = EV_INLINE_DEPS;
-    rc = add_dep(vm, ins, stream.thread_uid, vm->barrier, &cap);
-    for (uint32_t u = 0; u <= vm->limit && rc == 0; u++) {
+    rc = add_dep(vm, ins, lane, vm->barrier, &cap);
+    uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
+    for (uint32_t u = 0; u < top && rc == 0; u++) {
         ev_worker *o = atomic_load_explicit(&vm->workers[u], memory_order_relaxed);
         if (o) {
-            rc = add_dep(vm, ins, stream.thread_uid,
+            rc = add_dep(vm, ins, lane,
                          (ev_dep){u, atomic_load_explicit(&o->issued, memory_order_relaxed)},
                          &cap);
         }
@@ -675,7 +688,7 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
     }
     ins->flags |= EV_INSTR_ALWAYS_RUN;
     instr_push(vm, w, ins, ticket_out);
-    vm->barrier = (ev_dep){stream.thread_uid, ins->seq};
+    vm->barrier = (ev_dep){lane, ins->seq};
     ev__lock_release(&vm->submit_lock);
     return 0;
 }
@@ -788,11 +801,15 @@ int ev_obj_pending_uid(ev_vm *vm, const ev_obj *obj, uint32_t *uid)
     if (self && self->vm != vm) {
         self = NULL;
     }
-    /* No lock, as in ev_obj_release: no submit naming obj runs meanwhile. */
+    /* No lock, as in ev_obj_release: no submit naming obj runs meanwhile.
+     * A lane other than a compute stream counts as several: the caller
+     * orders new work after a uid's compute stream only. */
     int where = 0;
     FOR_EACH_ACCESS(obj, d, {
         if (where < 2 && !access_over(vm, self, d)) {
-            if (where == 0) {
+            if (d.uid > vm->limit) {
+                where = 2;
+            } else if (where == 0) {
                 *uid = d.uid;
                 where = 1;
             } else if (d.uid != *uid) {
@@ -878,7 +895,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         .kernel = release_kernel,
         .arg = &ra,
         .arg_size = sizeof ra,
-        .stream = ev_cpu_stream(uid),
+        .stream = ev__lane_stream(vm->limit, uid),
         .operands = &op,
         .n_operands = 1,
         .name = "release",

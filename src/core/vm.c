@@ -139,7 +139,8 @@ int ev_vm_create(const ev_vm_config *cfg, ev_vm **out)
     if (rc != 0) {
         goto fail_config;
     }
-    vm->workers = ev__calloc(vm->limit + 1, sizeof *vm->workers);
+    vm->n_lanes = (vm->limit + 1) * EV_STREAM_TYPE_COUNT;
+    vm->workers = ev__calloc(vm->n_lanes, sizeof *vm->workers);
     if (!vm->workers) {
         goto fail_workers;
     }
@@ -172,7 +173,7 @@ void ev_vm_destroy(ev_vm *vm)
     ev__wait_all(vm, -1);
     ev__reap_released(vm); /* every access has finished; before the workers go */
     live_remove(vm);
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < vm->n_lanes; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (w) {
             ev__worker_stop(w);
@@ -287,7 +288,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
         return;
     }
     ev__lock_acquire(&vm->submit_lock);
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < vm->n_lanes; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (w) {
             uint64_t done = atomic_load_explicit(&w->completed, memory_order_acquire);

@@ -104,15 +104,19 @@ int ev_wait_ticket(ev_vm *vm, ev_ticket t, ev_error **err_out)
     if (err_out) {
         *err_out = NULL;
     }
-    if (!vm || t.thread_uid > vm->limit || t.seq == 0) {
+    if (!vm || t.thread_uid > vm->limit || t.stream_type >= EV_STREAM_TYPE_COUNT ||
+        t.seq == 0) {
         return ev__set_message(EV_EINVAL, "ev_wait_ticket: not a ticket of this runtime");
     }
-    ev_worker *w = atomic_load_explicit(&vm->workers[t.thread_uid], memory_order_acquire);
+    uint32_t lane = ev__lane_of(vm->limit, (ev_stream){.type = t.stream_type,
+                                                       .thread_uid = t.thread_uid});
+    ev_worker *w = atomic_load_explicit(&vm->workers[lane], memory_order_acquire);
     if (!w || t.seq > atomic_load_explicit(&w->issued, memory_order_acquire)) {
-        return ev__set_message(EV_EINVAL, "ev_wait_ticket: ticket %u:%llu was never issued",
-                               t.thread_uid, (unsigned long long)t.seq);
+        return ev__set_message(EV_EINVAL, "ev_wait_ticket: ticket %u:%llu was never issued (on "
+                               "the %s stream)", t.thread_uid, (unsigned long long)t.seq,
+                               ev_stream_type_name(t.stream_type));
     }
-    host_wait(vm, (ev_dep){t.thread_uid, t.seq}, -1);
+    host_wait(vm, (ev_dep){lane, t.seq}, -1);
     ev_error *found = NULL;
     pthread_mutex_lock(&w->recent_lock);
     for (size_t i = 0; i < sizeof w->recent_errors / sizeof w->recent_errors[0]; i++) {
@@ -140,7 +144,7 @@ bool ev__wait_all(ev_vm *vm, int64_t deadline)
      * before its first instruction is issued, so the bound is as fresh as
      * what it bounds. */
     uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
-    for (uint32_t u = 0; u < top && u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < top && u < vm->n_lanes; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
             continue;
@@ -223,10 +227,16 @@ int ev_wait_thread(ev_vm *vm, uint32_t uid, uint32_t timeout_ms)
                                uid);
     }
     ev__run_deferred(vm);
-    ev_worker *w = atomic_load_explicit(&vm->workers[uid], memory_order_acquire);
-    if (w) {
-        ev_dep d = {uid, atomic_load_explicit(&w->issued, memory_order_acquire)};
-        if (!host_wait(vm, d, deadline_after(timeout_ms))) {
+    int64_t deadline = deadline_after(timeout_ms);
+    /* Every stream of the uid: its compute lane and its lanes of other types. */
+    for (uint32_t type = 0; type < EV_STREAM_TYPE_COUNT; type++) {
+        uint32_t lane = type * (vm->limit + 1) + uid;
+        ev_worker *w = atomic_load_explicit(&vm->workers[lane], memory_order_acquire);
+        if (!w) {
+            continue;
+        }
+        ev_dep d = {lane, atomic_load_explicit(&w->issued, memory_order_acquire)};
+        if (!host_wait(vm, d, deadline)) {
             return ev__set_message(EV_ETIMEDOUT, "ev_wait_thread: thread %u still busy after "
                                    "%u ms", uid, timeout_ms);
         }
@@ -260,7 +270,7 @@ int ev_vm_stall_report(ev_vm *vm, char *buf, size_t size)
     if (size) {
         buf[0] = 0;
     }
-    for (uint32_t u = 0; u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < vm->n_lanes; u++) {
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
         if (!w) {
             continue;
@@ -271,8 +281,13 @@ int ev_vm_stall_report(ev_vm *vm, char *buf, size_t size)
         uint64_t seq = atomic_load_explicit(&w->running_seq, memory_order_relaxed);
         uint64_t wseq = atomic_load_explicit(&w->waiting_seq, memory_order_relaxed);
         uint32_t wuid = atomic_load_explicit(&w->waiting_uid, memory_order_relaxed);
-        APPEND("  thread %u (cpu compute stream): %llu queued", u,
-               (unsigned long long)(issued - done));
+        /* Instructions are named lane:seq; a compute stream's lane is its uid. */
+        APPEND("  thread %u (cpu %s stream): %llu queued", w->thread_uid,
+               ev_stream_type_name(w->stream_type), (unsigned long long)(issued - done));
+        uint32_t in_flight = atomic_load_explicit(&w->n_inflight, memory_order_relaxed);
+        if (in_flight) {
+            APPEND(", %u in flight (started, not yet complete)", in_flight);
+        }
         if (issued == done || !name) {
             APPEND(", idle\n");
         } else if (wseq && wseq > 0) {

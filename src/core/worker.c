@@ -194,6 +194,8 @@ __attribute__((aligned(64))) bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t time
 struct ev_kctx {
     ev_worker *w;
     int code;
+    ev_poll_fn poll;   /* set by ev_kctx_complete_later */
+    void *poll_state;
     char message[400];
 };
 
@@ -212,7 +214,53 @@ int ev_kctx_fail(ev_kctx *kc, int code, const char *fmt, ...)
 
 uint32_t ev_kctx_thread_uid(const ev_kctx *kc)
 {
-    return kc->w->uid;
+    return kc->w->thread_uid;
+}
+
+int ev_kctx_complete_later(ev_kctx *kc, ev_poll_fn poll, void *state)
+{
+    if (!kc || !poll) {
+        return kc ? ev_kctx_fail(kc, EV_EINVAL, "ev_kctx_complete_later: poll is NULL")
+                  : EV_EINVAL;
+    }
+    if (!ev__lane_completes_later(kc->w->vm->limit, kc->w->uid)) {
+        return ev_kctx_fail(kc, EV_ESTATE,
+                            "ev_kctx_complete_later: an instruction on the cpu %s stream "
+                            "must complete when its kernel returns (only streams of another "
+                            "type, such as ccl, may complete later)",
+                            ev_stream_type_name(kc->w->stream_type));
+    }
+    kc->poll = poll;
+    kc->poll_state = state;
+    return 0;
+}
+
+static bool poll_inflight(ev_vm *vm, ev_worker *w);
+static void inflight_pause(ev_worker *w, bool for_work);
+
+/* Waits for d on a worker with instructions in flight, which must keep
+ * polling them meanwhile: d may be one of them, or work on another lane
+ * that waits for one of them (a compute op reading a collective's result,
+ * while the collective after it reads that op's output). */
+static void wait_dep_polling(ev_vm *vm, ev_worker *w, ev_dep d)
+{
+    w->idle_since = ev__now_ns();
+    while (!ev__dep_done(vm, d)) {
+        if (ev__fifo_empty(&w->inflight)) {
+            ev__wait_dep(vm, d, -1);
+            return;
+        }
+        if (poll_inflight(vm, w)) {
+            w->idle_since = ev__now_ns();
+        } else if (d.uid == w->uid) {
+            inflight_pause(w, false);
+        } else {
+            /* Parks on the producer (woken when d is done), but only for as
+             * long as the work in flight may go unpolled. */
+            int64_t waited = ev__now_ns() - w->idle_since;
+            ev__wait_dep(vm, d, waited < 100000 ? 20000 : 1000000);
+        }
+    }
 }
 
 static void wait_deps(ev_vm *vm, ev_worker *w, const ev_instr *ins)
@@ -232,7 +280,11 @@ static void wait_deps(ev_vm *vm, ev_worker *w, const ev_instr *ins)
         if (done < d.seq) {
             atomic_store_explicit(&w->waiting_uid, d.uid, memory_order_relaxed);
             atomic_store_explicit(&w->waiting_seq, d.seq, memory_order_relaxed);
-            ev__wait_dep(vm, d, -1);
+            if (ev__fifo_empty(&w->inflight)) {
+                ev__wait_dep(vm, d, -1);
+            } else {
+                wait_dep_polling(vm, w, d);
+            }
             atomic_store_explicit(&w->waiting_seq, 0, memory_order_relaxed);
             done = d.seq;
         }
@@ -297,14 +349,47 @@ static void release_storage(ev_instr *ins)
     }
 }
 
-static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
+/* Records the failure of ins described by kc (code and message): its
+ * outputs are poisoned and the error listed for waits. */
+static void record_failure(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_kctx *kc, int rc)
+{
+    if (kc->code == 0) {
+        ev_kctx_fail(kc, rc, "%s", ev_strerror(rc));
+    }
+    ev_error *err = ev__error_new(kc->code, kc->message, ins->name, ins->site, w->thread_uid,
+                                  w->stream_type, ins->seq);
+    atomic_fetch_add_explicit(&vm->n_failed, 1, memory_order_relaxed);
+    if (!err) {
+        /* The failure must not be lost (its outputs would read as good):
+         * record it as the worker's reserved EV_ENOMEM. */
+        fprintf(stderr, "eagervm: out of memory recording the failure of %s: %s\n", ins->name,
+                kc->message);
+        err = w->oom_error;
+        ev_error_ref(err);
+    }
+    poison_outputs(vm, ins, err);
+    ev__vm_add_unreported(vm, err);
+    ev__worker_remember_error(w, ins->seq, err);
+    ev_error_unref(err);
+}
+
+/* Runs ins's kernel once its dependencies are done (or skips it for a
+ * poisoned input). Returns its status (0 ran, 1 failed, 2 skipped), or -1
+ * if it completes later: its kernel handed over a poll function, now in
+ * ins->poll. *start gets the profile's start tick. Nothing is stored in
+ * the instruction's last lines unless it completes later (those lines cost
+ * a transfer per instruction otherwise). */
+static int start_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t *start)
 {
     atomic_store_explicit(&w->running_name, ins->name, memory_order_relaxed);
-    atomic_store_explicit(&w->running_seq, ins->seq, memory_order_relaxed);
+    /* What ev_obj_release may count as finished from this thread: the
+     * running instruction and those before it, but not one in flight. */
+    ev__link *first = ev__fifo_peek(&w->inflight);
+    uint64_t settled = first ? EV_CONTAINER_OF(first, ev_instr, free_link)->seq - 1 : ins->seq;
+    atomic_store_explicit(&w->running_seq, settled, memory_order_relaxed);
     wait_deps(vm, w, ins);
 
-    int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0;
-    int status = 0;
+    *start = (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0;
     /* Checking inputs means reading each object's line, which the submitter
      * writes; skip it while no object of this runtime is poisoned. A poison
      * set by a producer is visible here: we run after it finished. */
@@ -314,41 +399,36 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
         poison = first_poisoned_input(ins);
     }
     if (poison) {
-        status = 2;
         atomic_fetch_add_explicit(&vm->n_skipped, 1, memory_order_relaxed);
         if (!(ins->flags & EV_INSTR_RELEASE)) {
             poison_outputs(vm, ins, poison);
         }
         ev__worker_remember_error(w, ins->seq, poison);
-    } else {
-        ev_kctx kc = {.w = w, .code = 0};
-        /* Relaxed: read as a hint by large ops sharing the cores; the
-         * stores go to a line only this worker writes. */
-        atomic_store_explicit(&w->in_kernel, true, memory_order_relaxed);
-        int rc = ins->kernel(ins->arg, &kc);
-        atomic_store_explicit(&w->in_kernel, false, memory_order_relaxed);
-        if (rc != 0) {
-            status = 1;
-            if (kc.code == 0) {
-                ev_kctx_fail(&kc, rc, "%s", ev_strerror(rc));
-            }
-            ev_error *err = ev__error_new(kc.code, kc.message, ins->name, ins->site, w->uid,
-                                          ins->seq);
-            atomic_fetch_add_explicit(&vm->n_failed, 1, memory_order_relaxed);
-            if (!err) {
-                /* The failure must not be lost (its outputs would read as
-                 * good): record it as the worker's reserved EV_ENOMEM. */
-                fprintf(stderr, "eagervm: out of memory recording the failure of %s: %s\n",
-                        ins->name, kc.message);
-                err = w->oom_error;
-                ev_error_ref(err);
-            }
-            poison_outputs(vm, ins, err);
-            ev__vm_add_unreported(vm, err);
-            ev__worker_remember_error(w, ins->seq, err);
-            ev_error_unref(err);
-        }
+        return 2;
     }
+    ev_kctx kc = {.w = w, .code = 0};
+    /* Relaxed: read as a hint by large ops sharing the cores; the stores go
+     * to a line only this worker writes. */
+    atomic_store_explicit(&w->in_kernel, true, memory_order_relaxed);
+    int rc = ins->kernel(ins->arg, &kc);
+    atomic_store_explicit(&w->in_kernel, false, memory_order_relaxed);
+    if (rc != 0) {
+        record_failure(vm, w, ins, &kc, rc);
+        return 1;
+    }
+    if (kc.poll) {
+        ins->poll = kc.poll;
+        ins->poll_state = kc.poll_state;
+        return -1;
+    }
+    return 0;
+}
+
+/* What follows a finished instruction's kernel: its argument's drop, the
+ * release it carries, its profile record. */
+static void finish_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t start_ticks,
+                         int64_t end_ticks, int status)
+{
     if (ins->arg_drop) {
         ins->arg_drop(ins->arg);
     }
@@ -356,7 +436,7 @@ static void run_instr(ev_vm *vm, ev_worker *w, ev_instr *ins)
         ev__obj_free(vm, ins->operands[0].obj);
     }
     if (ins->flags & EV_INSTR_PROFILE) {
-        ev__profile_record(w, ins, start, ev__prof_ticks(), status);
+        ev__profile_record(w, ins, start_ticks, end_ticks, status);
     }
     release_storage(ins);
 }
@@ -387,6 +467,125 @@ static void flush_returned(ev_worker *w)
     w->returned_count = 0;
 }
 
+/* ------------------------------------------------------------ in flight */
+
+#define INFLIGHT_OF(l) EV_CONTAINER_OF(l, ev_instr, free_link)
+
+/* Gives an instruction no longer referenced back to the submitters. */
+static void retire(ev_worker *w, ev_instr *ins)
+{
+    /* A list that knows its last node: walking 64 nodes to find it took a
+     * few % of an instruction's time. */
+    ev__fifo_push_front(&w->returned_local, &ins->free_link);
+    if (++w->returned_count >= 64) {
+        flush_returned(w);
+    }
+}
+
+/* Queues ins, whose kernel ran (status < 0: it completes later), behind
+ * the instructions in flight: it finishes after them. */
+static void defer_finish(ev_worker *w, ev_instr *ins, int status, int64_t start)
+{
+    if (ev__fifo_empty(&w->inflight)) {
+        w->idle_since = ev__now_ns();
+    }
+    ins->flags |= EV_INSTR_INFLIGHT | (status < 0 ? EV_INSTR_PENDING : 0);
+    ins->status = status < 0 ? 0 : status;
+    ins->start_ticks = start;
+    ins->end_ticks = (ins->flags & EV_INSTR_PROFILE) && status >= 0 ? ev__prof_ticks() : 0;
+    ev__fifo_push(&w->inflight, &ins->free_link);
+    atomic_store_explicit(&w->n_inflight,
+                          atomic_load_explicit(&w->n_inflight, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Finishes, in order, the instructions at the head of the in-flight list
+ * that have completed. Only the first pending one is polled: one poll also
+ * drives the work of those after it (as an MPI test progresses every
+ * request). Returns whether any finished. */
+static bool poll_inflight(ev_vm *vm, ev_worker *w)
+{
+    bool any = false;
+    ev__link *l;
+    while ((l = ev__fifo_peek(&w->inflight))) {
+        ev_instr *ins = INFLIGHT_OF(l);
+        if (ins->flags & EV_INSTR_PENDING) {
+            ev_kctx kc = {.w = w, .code = 0};
+            int r = ins->poll(ins->poll_state, &kc);
+            if (r == 0) {
+                break;
+            }
+            ins->flags &= ~(uint32_t)EV_INSTR_PENDING;
+            if (ins->flags & EV_INSTR_PROFILE) {
+                ins->end_ticks = ev__prof_ticks();
+            }
+            if (r < 0) {
+                ins->status = 1;
+                record_failure(vm, w, ins, &kc, r);
+            }
+        }
+        ev__fifo_pop(&w->inflight);
+        atomic_store_explicit(&w->n_inflight,
+                              atomic_load_explicit(&w->n_inflight, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        ins->flags &= ~(uint32_t)EV_INSTR_INFLIGHT;
+        /* A release from its arg_drop may count it and those before it as
+         * finished, not those still in flight after it. */
+        atomic_store_explicit(&w->running_seq, ins->seq, memory_order_relaxed);
+        finish_instr(vm, w, ins, ins->start_ticks, ins->end_ticks, ins->status);
+        ev__flush_deferred(w);
+        publish_done(w, ins->seq);
+        if (ins->flags & EV_INSTR_RETIRED) {
+            retire(w, ins);
+        }
+        any = true;
+    }
+    return any;
+}
+
+/* Pauses a worker whose instructions in flight have not completed yet:
+ * busy at first (a collective over shared memory completes within
+ * microseconds), then yielding, then sleeping in growing steps up to 1 ms,
+ * so an idle wait costs no CPU. A push or ev_stream_notify ends a sleep;
+ * for_work: return at once when work is queued (else only the in-flight
+ * work matters, as when the next instruction waits for it). */
+static void inflight_pause(ev_worker *w, bool for_work)
+{
+    int64_t waited = ev__now_ns() - w->idle_since;
+    if (waited < 20000) {
+        for (int k = 0; k < 32; k++) {
+            ev__cpu_relax();
+        }
+        return;
+    }
+    if (waited < 200000) {
+        sched_yield();
+        return;
+    }
+    int64_t step = waited / 4 > 1000000 ? 1000000 : waited / 4;
+    /* seq_cst pairs with ev__worker_push's exchange, as when parking idle. */
+    atomic_store_explicit(&w->sleeping, 1, memory_order_seq_cst);
+    if (!(for_work && ev__mpsc_maybe_nonempty(&w->head, &w->tail))) {
+        ev__park(&w->sleeping, 1, step);
+    }
+    atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
+}
+
+int ev_stream_notify(ev_vm *vm, ev_stream stream)
+{
+    if (!vm || stream.device_type != EV_DEVICE_CPU || stream.device_index != 0 ||
+        stream.type >= EV_STREAM_TYPE_COUNT || stream.thread_uid > vm->limit) {
+        return ev__set_message(EV_EINVAL, "ev_stream_notify: no such stream in this runtime "
+                               "(expected cpu:0, a known type and a uid up to the limit)");
+    }
+    ev_worker *w = atomic_load_explicit(&vm->workers[ev__lane_of(vm->limit, stream)],
+                                        memory_order_acquire);
+    if (w && atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst)) {
+        ev__wake_one(&w->sleeping);
+    }
+    return 0;
+}
+
 /* Whether a node is linked after the queue node `last`. */
 static bool link_ready(void *last)
 {
@@ -412,7 +611,7 @@ int ev__vm_busy_workers(ev_vm *vm)
      * soon). */
     uint32_t top = atomic_load_explicit(&vm->top_uid, memory_order_relaxed);
     int busy = 0;
-    for (uint32_t u = 0; u < top && u <= vm->limit; u++) {
+    for (uint32_t u = 0; u < top && u < vm->n_lanes; u++) {
         /* acquire: pairs with worker_for's release, so the fields read
          * below are initialised. */
         ev_worker *w = atomic_load_explicit(&vm->workers[u], memory_order_acquire);
@@ -429,7 +628,12 @@ static void *worker_main(void *p)
     ev__current_worker = w;
     ev_vm *vm = w->vm;
     char name[16];
-    snprintf(name, sizeof name, "ev-worker-%u", w->uid);
+    if (w->stream_type == EV_STREAM_COMPUTE) {
+        snprintf(name, sizeof name, "ev-worker-%u", w->thread_uid);
+    } else {
+        snprintf(name, sizeof name, "ev-%s-%u", ev_stream_type_name(w->stream_type),
+                 w->thread_uid);
+    }
     pthread_setname_np(pthread_self(), name);
 
     for (;;) {
@@ -452,23 +656,41 @@ static void *worker_main(void *p)
             if (cpu != atomic_load_explicit(&w->cpu, memory_order_relaxed)) {
                 atomic_store_explicit(&w->cpu, cpu, memory_order_relaxed);
             }
-            run_instr(vm, w, ins);
-            /* Frees go over in batches, and all of them before the worker
-             * may idle: a waiter woken by this instruction then finds them. */
-            if (w->defer_fill && !link_ready(&ins->queue_link)) {
-                ev__flush_deferred(w);
+            int64_t start;
+            int status = start_instr(vm, w, ins, &start);
+            if (status >= 0 && ev__fifo_empty(&w->inflight)) {
+                finish_instr(vm, w, ins, start,
+                             (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0, status);
+                /* Frees go over in batches, and all of them before the worker
+                 * may idle: a waiter woken by this instruction then finds them. */
+                if (w->defer_fill && !link_ready(&ins->queue_link)) {
+                    ev__flush_deferred(w);
+                }
+                publish_done(w, ins->seq);
+            } else {
+                defer_finish(w, ins, status, start);
+                if (poll_inflight(vm, w)) {
+                    w->idle_since = ev__now_ns();
+                }
             }
-            publish_done(w, ins->seq);
             /* After publishing: linking the retired instruction writes a
              * line its submitter wrote, and publish_done's exchange would
-             * wait for that write while another thread waits for us. */
+             * wait for that write while another thread waits for us. One
+             * still in flight goes back when it finishes. */
             if (retired) {
-                /* A list that knows its last node: walking 64 nodes to
-                 * find it took a few % of an instruction's time. */
-                ev__fifo_push_front(&w->returned_local, &retired->free_link);
-                if (++w->returned_count >= 64) {
-                    flush_returned(w);
+                if (retired->flags & EV_INSTR_INFLIGHT) {
+                    retired->flags |= EV_INSTR_RETIRED;
+                } else {
+                    retire(w, retired);
                 }
+            }
+            continue;
+        }
+        if (!ev__fifo_empty(&w->inflight)) {
+            if (poll_inflight(vm, w)) {
+                w->idle_since = ev__now_ns();
+            } else {
+                inflight_pause(w, true);
             }
             continue;
         }
@@ -500,26 +722,32 @@ static void *worker_main(void *p)
 
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
 {
+    /* uid is the lane; messages name the thread uid and stream type. */
+    uint32_t tuid = ev__lane_uid(vm->limit, uid);
+    const char *type = ev_stream_type_name(ev__lane_type(vm->limit, uid));
     void *mem = ev__aligned_malloc(EV_CACHELINE, sizeof(ev_worker));
     if (!mem) {
-        return ev__set_message(EV_ENOMEM, "out of memory starting the worker of thread uid %u",
-                               uid);
+        return ev__set_message(EV_ENOMEM, "out of memory starting the %s worker of thread uid "
+                               "%u", type, tuid);
     }
     ev_worker *w = memset(mem, 0, sizeof(ev_worker));
     char text[96];
     snprintf(text, sizeof text, "out of memory recording the failure of an instruction on "
-             "thread uid %u", uid);
-    w->oom_error = ev__error_new(EV_ENOMEM, text, "instruction", NULL, uid, 0);
-    w->seen_done = ev__calloc(vm->limit + 1, sizeof *w->seen_done);
+             "thread uid %u", tuid);
+    w->oom_error = ev__error_new(EV_ENOMEM, text, "instruction", NULL,
+                                 tuid, ev__lane_type(vm->limit, uid), 0);
+    w->seen_done = ev__calloc(vm->n_lanes, sizeof *w->seen_done);
     if (!w->oom_error || !w->seen_done) {
         ev_error_unref(w->oom_error);
         ev__free(w->seen_done);
         ev__free(mem);
-        return ev__set_message(EV_ENOMEM, "out of memory starting the worker of thread uid %u",
-                               uid);
+        return ev__set_message(EV_ENOMEM, "out of memory starting the %s worker of thread uid "
+                               "%u", type, tuid);
     }
     w->vm = vm;
     w->uid = uid;
+    w->thread_uid = tuid;
+    w->stream_type = ev__lane_type(vm->limit, uid);
     /* Relaxed: under submit_lock, the only writer; a scan that reads an old
      * bound misses a worker that has not run anything yet. */
     if (atomic_load_explicit(&vm->top_uid, memory_order_relaxed) < uid + 1) {
@@ -537,8 +765,8 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
         ev_error_unref(w->oom_error);
         ev__free(w->seen_done);
         ev__free(mem);
-        return ev__set_message(EV_ETHREAD, "cannot start the worker of thread uid %u: %s", uid,
-                               strerror(rc));
+        return ev__set_message(EV_ETHREAD, "cannot start the %s worker of thread uid %u: %s",
+                               type, tuid, strerror(rc));
     }
     *out = w;
     return 0;

@@ -1,9 +1,8 @@
 /* The collectives: argument checks on the issuing thread, then one
- * instruction on EV_DIST_STREAM whose kernel starts a non-blocking MPI call
+ * instruction on ev_dist_stream() whose kernel starts a non-blocking MPI call
  * (after the debug check's descriptor gather, when on) and whose poll tests
  * it, watching the timeout. Built only with MPI. */
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,18 +99,16 @@ typedef struct coll_arg {
     MPI_Datatype type;
     MPI_Op op;
     ev_dist_work *work;         /* one reference owned, or NULL */
+    ev_tensor *keep[2];         /* references owned: the buffers MPI uses */
+    int abandoned;              /* a request left in flight: keep the buffers */
     /* The poll's state: */
     int phase;
     MPI_Request req;
     int64_t start_ns;
+    int64_t spin_ns;            /* see SPIN_BASE_NS */
     ev__coll_desc *gathered;    /* the debug check's [size] (owned) */
 } coll_arg;
 
-static const char *coll_names[] = {
-#define EV_COLL_NAME(id, name) name,
-    EV_COLL_MAP(EV_COLL_NAME)
-#undef EV_COLL_NAME
-};
 
 static int start_data(coll_arg *a)
 {
@@ -148,6 +145,7 @@ static int break_group(ev_pg *pg, ev_kctx *kc, const char *msg)
 
 static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
 {
+    a->abandoned = 1; /* whether MPI still holds the request is unknown */
     char d[256], e[MPI_MAX_ERROR_STRING + 8], msg[768];
     snprintf(msg, sizeof msg, "rank %d: collective %llu (%s): %s failed: %s", a->pg->rank,
              (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d), what,
@@ -174,11 +172,32 @@ static void finish_avg(coll_arg *a)
     }
 }
 
-/* 1 done, 0 not yet, < 0 failed (see ev_poll_fn). */
-static int coll_poll(void *state, ev_kctx *kc)
+/* How long a collective's polls keep testing it without a pause: as long as
+ * a healthy transfer of its bytes takes, generously (blocking MPI moved
+ * 0.4 ns/byte here), since MPI moves data only while it is called: with the
+ * stream's growing sleeps between tests a 4 MB all-reduce took twice as long
+ * (bench/allreduce.c). Past it (a late or lost peer) the stream's backoff
+ * takes over, so a wait costs no CPU. */
+#define SPIN_BASE_NS 100000
+#define SPIN_NS_PER_BYTE 1
+#define SPIN_MAX_NS 1000000000
+/* In the kernel, the test spins at most this long before the stream takes
+ * over, so the collectives queued behind it start meanwhile. */
+#define SPIN_KERNEL_NS 50000
+
+/* Tests the collective until it completes or until_ns: 1 done, 0 not yet,
+ * < 0 failed (see ev_poll_fn). */
+static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
 {
-    coll_arg *a = state;
     ev_pg *pg = a->pg;
+    if (pg->broken) {
+        /* An earlier collective in flight failed: this one cannot end well
+         * (the ranks' orders no longer agree) and MPI is called no more. */
+        a->abandoned = 1;
+        return ev_kctx_fail(kc, EV_EKERNEL, "collective %llu: the process group became "
+                            "unusable while it ran: %s", (unsigned long long)a->desc.seq,
+                            pg->broken_why);
+    }
     for (;;) {
         int flag = 0;
         int rc = MPI_Test(&a->req, &flag, MPI_STATUS_IGNORE);
@@ -187,7 +206,11 @@ static int coll_poll(void *state, ev_kctx *kc)
                               rc);
         }
         if (!flag) {
-            break;
+            if (ev__now_ns() >= until_ns) {
+                break;
+            }
+            ev__cpu_relax();
+            continue;
         }
         if (a->phase == PHASE_DATA) {
             if (a->desc.op == EV_DIST_AVG) {
@@ -204,7 +227,7 @@ static int coll_poll(void *state, ev_kctx *kc)
         }
         a->phase = PHASE_DATA;
         if ((rc = start_data(a)) != MPI_SUCCESS) {
-            return mpi_failed(a, kc, coll_names[a->desc.kind], rc);
+            return mpi_failed(a, kc, ev_coll_name(a->desc.kind), rc);
         }
     }
     int64_t now = ev__now_ns();
@@ -216,9 +239,18 @@ static int coll_poll(void *state, ev_kctx *kc)
     if (waited > pg->timeout_s) {
         char msg[2048];
         ev__timeout_report(pg, &a->desc, waited, msg, sizeof msg);
+        /* MPI cannot cancel a collective: should the lost peer come back,
+         * MPI would still write the buffers, so they are never freed. */
+        a->abandoned = 1;
         return break_group(pg, kc, msg);
     }
     return 0;
+}
+
+static int coll_poll(void *state, ev_kctx *kc)
+{
+    coll_arg *a = state;
+    return progress(a, kc, a->start_ns + a->spin_ns);
 }
 
 static int coll_kernel(void *arg, ev_kctx *kc)
@@ -247,26 +279,26 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     if (rc != MPI_SUCCESS) {
         return mpi_failed(a, kc, a->phase == PHASE_CHECK ? "the debug check"
-                                                         : coll_names[a->desc.kind], rc);
+                                                         : ev_coll_name(a->desc.kind), rc);
     }
-#ifdef EV_HAVE_COMPLETE_LATER
+    /* A small collective whose peers are there already ends at once:
+     * skip the stream's polling then. */
+    int64_t until = a->start_ns + (a->spin_ns < SPIN_KERNEL_NS ? a->spin_ns : SPIN_KERNEL_NS);
+    int done = progress(a, kc, until);
+    if (done) {
+        return done < 0 ? done : 0;
+    }
     return ev_kctx_complete_later(kc, coll_poll, a);
-#else
-    /* An engine without ev_kctx_complete_later: complete here. */
-    for (;;) {
-        int done = coll_poll(a, kc);
-        if (done) {
-            return done < 0 ? done : 0;
-        }
-        sched_yield();
-    }
-#endif
 }
 
 static void coll_drop(void *arg)
 {
     coll_arg *a = arg;
-    ev__free(a->gathered);
+    if (!a->abandoned) {
+        ev__free(a->gathered);
+        ev_tensor_unref(a->keep[0]);
+        ev_tensor_unref(a->keep[1]);
+    }
     if (a->work) {
         /* release: pairs with the acquire in ev_dist_work_is_completed. */
         atomic_store_explicit(&a->work->done, 1, memory_order_release);
@@ -285,6 +317,10 @@ static int check_group(const char *fn, const ev_exec *ex, ev_pg *pg)
     if (!pg) {
         return ev__set_message(EV_ESTATE, "%s: the process group is not initialised "
                                "(call init_process_group first)", fn);
+    }
+    if (ex->vm != pg->vm) {
+        return ev__set_message(EV_EINVAL, "%s: the exec's runtime is not the process "
+                               "group's", fn);
     }
     return 0;
 }
@@ -338,7 +374,7 @@ static void desc_of(ev__coll_desc *d, int kind, int op, int root, const ev_tenso
     ev__coll_desc_site(d, site);
 }
 
-/* Issues a (filled but for the poll state) on EV_DIST_STREAM: it reads
+/* Issues a (filled but for the poll state) on ev_dist_stream(): it reads
  * `reads` and writes `writes` (NULL: none). */
 static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *writes,
                   ev_dist_work **work_out)
@@ -351,18 +387,29 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     if (reads && reads != writes) {
         ops[n++] = (ev_operand){reads->storage->obj, EV_READ};
     }
+    int64_t bytes = 0;
+    for (ev_tensor *t = writes; t; t = t == writes && reads != writes ? reads : NULL) {
+        int64_t b = t->numel * (int64_t)ev__dsize(t->dtype);
+        bytes = b > bytes ? b : bytes;
+    }
+    a->spin_ns = SPIN_BASE_NS + bytes * SPIN_NS_PER_BYTE;
+    a->spin_ns = a->spin_ns < SPIN_MAX_NS ? a->spin_ns : SPIN_MAX_NS;
+    a->keep[0] = ev_tensor_ref(writes);
+    a->keep[1] = reads != writes ? ev_tensor_ref(reads) : NULL;
     ev_dist_work *w = NULL;
     if (work_out) {
         w = ev__malloc(sizeof *w);
         if (!w) {
-            return ev__set_message(EV_ENOMEM, "%s: out of memory", coll_names[a->desc.kind]);
+            ev_tensor_unref(a->keep[0]);
+            ev_tensor_unref(a->keep[1]);
+            return ev__set_message(EV_ENOMEM, "%s: out of memory", ev_coll_name(a->desc.kind));
         }
         atomic_init(&w->refs, 2); /* the caller's and the instruction's */
         atomic_init(&w->done, 0);
         w->vm = ex->vm;
         a->work = w;
     }
-    const char *name = coll_names[a->desc.kind];
+    const char *name = ev_coll_name(a->desc.kind);
     ev_instr_desc d = {
         .kernel = coll_kernel,
         .arg = a,
@@ -378,6 +425,8 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     int rc = ev_submit(ex->vm, &d, &ticket);
     if (rc) {
         ev__free(w);
+        ev_tensor_unref(a->keep[0]);
+        ev_tensor_unref(a->keep[1]);
         return rc;
     }
     if (writes) {

@@ -3,7 +3,7 @@
  * check.c and watchdog.c share. Never installed. Only built with MPI.
  *
  * Threads: the group's MPI state (communicators, sequence numbers,
- * heartbeats, the broken flag) is touched only on EV_DIST_STREAM's thread,
+ * heartbeats, the broken flag) is touched only on ev_dist_stream()'s thread,
  * by kernels and polls, so it needs no lock; rank, size and the settings are
  * written before ev_pg_create returns and read-only afterwards. */
 #ifndef EV_DIST_IMPL_H
@@ -63,7 +63,7 @@ struct ev_pg {
     MPI_Comm data;           /* the collectives' (owned dup of WORLD) */
     MPI_Comm check;          /* the debug descriptors' (owned dup) */
     MPI_Comm beat;           /* the heartbeats' (owned dup) */
-    /* EV_DIST_STREAM's thread only: */
+    /* ev_dist_stream()'s thread only: */
     uint64_t seq;            /* the last collective started */
     int broken;              /* 1 after a timeout or an MPI failure */
     char broken_why[512];
@@ -78,7 +78,7 @@ struct ev_pg {
 const char *ev__mpi_error_str(int mpi_rc, char *buf, size_t size);
 
 /* Sends d to every peer as rank `rank`'s latest collective (non-blocking),
- * and collects the sends that finished. EV_DIST_STREAM's thread only. */
+ * and collects the sends that finished. ev_dist_stream()'s thread only. */
 void ev__beat_send(ev_pg *pg, const ev__coll_desc *d);
 /* Receives the heartbeats that arrived (non-blocking). */
 void ev__beat_drain(ev_pg *pg);
@@ -86,7 +86,7 @@ void ev__beat_drain(ev_pg *pg);
 void ev__beat_free_all(ev_pg *pg);
 /* The timeout report for collective d, which has waited waited_s: which
  * ranks have not joined it, with the last collective each started. Also
- * written to stderr. Marks the group broken. Returns buf. */
+ * written to stderr. Returns buf. */
 char *ev__timeout_report(ev_pg *pg, const ev__coll_desc *d, double waited_s, char *buf,
                          size_t size);
 

@@ -133,15 +133,14 @@ static int fini_kernel(void *arg, ev_kctx *kc)
 {
     (void)kc;
     ev_pg *pg = *(ev_pg **)arg;
-    if (pg->last) {
-        ev__beat_drain(pg);
-    }
-    ev__beat_free_all(pg);
     if (pg->broken) {
-        /* Collectives of the lost peer may still be posted: freeing their
-         * communicators or finalising could wait for it forever. */
+        /* A collective of the lost peer may still be posted: any MPI call
+         * could progress it into freed memory, and freeing the
+         * communicators or finalising could wait for the peer forever. */
         return 0;
     }
+    ev__beat_drain(pg);
+    ev__beat_free_all(pg);
     MPI_Comm *comms[] = {&pg->data, &pg->check, &pg->beat};
     for (size_t i = 0; i < 3; i++) {
         if (*comms[i] != MPI_COMM_NULL) {
@@ -155,7 +154,7 @@ static int fini_kernel(void *arg, ev_kctx *kc)
     return 0;
 }
 
-/* Runs kernel on EV_DIST_STREAM and waits for it; a failure's message
+/* Runs kernel on ev_dist_stream() and waits for it; a failure's message
  * becomes the calling thread's. */
 static int run_on_stream(ev_pg *pg, ev_kernel_fn kernel, const char *name)
 {
@@ -232,15 +231,11 @@ int ev_pg_create(ev_vm *vm, const ev_pg_config *cfg, ev_pg **out)
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
     rc = run_on_stream(pg, init_kernel, "init_process_group");
     if (rc) {
-        pg->broken = 1; /* finalise nothing: MPI may be half up */
-        int saved = rc;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", ev_last_message());
-        run_on_stream(pg, fini_kernel, "destroy_process_group");
+        /* MPI is left as it is (it may be half up): no finalise. */
         ev__free(pg->last);
         ev__free(pg);
         atomic_store_explicit(&the_pg, NULL, memory_order_release);
-        return ev__set_message(saved, "%s", msg);
+        return rc;
     }
     *out = pg;
     return 0;

@@ -212,7 +212,7 @@ static void test_bad_instructions_queue_nothing(void)
 
     for (int i = 0; i < nc; i++) {
         fprintf(stderr, "   %s\n", cases[i].what);
-        ev_ticket t = {99, 99};
+        ev_ticket t = {.thread_uid = 99, .seq = 99};
         CHECK_EQ(ev_submit(vm, &cases[i].d, &t), EV_EINVAL);
         CHECK_STR_CONTAINS(ev_last_message(), cases[i].message);
         CHECK_EQ(t.thread_uid, 99);
@@ -253,17 +253,17 @@ static void test_bad_instructions_queue_nothing(void)
 
     /* Bad tickets. */
     ev_error *err = (ev_error *)0x1;
-    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){1, 0}, &err), EV_EINVAL);
+    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){.thread_uid = 1, .seq = 0}, &err), EV_EINVAL);
     CHECK(err == NULL);
     CHECK_STR_CONTAINS(ev_last_message(), "not a ticket");
-    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){4, 1}, NULL), EV_EINVAL);
+    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){.thread_uid = 4, .seq = 1}, NULL), EV_EINVAL);
     CHECK_STR_CONTAINS(ev_last_message(), "not a ticket");
-    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){3, 1}, NULL), EV_EINVAL); /* uid 3 never ran */
+    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){.thread_uid = 3, .seq = 1}, NULL), EV_EINVAL); /* uid 3 never ran */
     CHECK_STR_CONTAINS(ev_last_message(), "never issued");
-    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){1, 2}, NULL), EV_EINVAL);
+    CHECK_EQ(ev_wait_ticket(vm, (ev_ticket){.thread_uid = 1, .seq = 2}, NULL), EV_EINVAL);
     CHECK_STR_CONTAINS(ev_last_message(), "ticket 1:2 was never issued");
-    CHECK_EQ(ev_wait_ticket(NULL, (ev_ticket){1, 1}, NULL), EV_EINVAL);
-    CHECK_OK(ev_wait_ticket(vm, (ev_ticket){1, 1}, NULL));
+    CHECK_EQ(ev_wait_ticket(NULL, (ev_ticket){.thread_uid = 1, .seq = 1}, NULL), EV_EINVAL);
+    CHECK_OK(ev_wait_ticket(vm, (ev_ticket){.thread_uid = 1, .seq = 1}, NULL));
 
     CHECK_OK(ev_obj_release(vm, obj, NULL, NULL));
     ev_vm_destroy(vm);

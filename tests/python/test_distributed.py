@@ -34,7 +34,8 @@ def _mpirun(tmp_path, n, script, *args, env=None, timeout=90, keep_going=False):
         # first; the survivors have to notice by themselves.
         cmd += ["--mca", "orte_abort_on_non_zero_status", "0"]
     env = env or _env()
-    for name in ("PYTHONPATH", "EAGERVM_DISTRIBUTED_DEBUG", "EAGERVM_COLLECTIVE_TIMEOUT"):
+    for name in ("PYTHONPATH", "EAGERVM_DISTRIBUTED_DEBUG", "EAGERVM_COLLECTIVE_TIMEOUT",
+                 "EAGERVM_SYNC"):
         if name in env:
             cmd += ["-x", name]
     cmd += [PYTHON, os.path.join(WORKERS, script), str(tmp_path), *args]
@@ -54,12 +55,12 @@ def _skip_without_mpi():
         pytest.skip("eagervm was built without MPI")
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_collectives(tmp_path, n):
+@pytest.mark.parametrize("n,sync", [(2, "0"), (4, "0"), (2, "1")])
+def test_collectives(tmp_path, n, sync):
     """Every collective, op and dtype against NumPy; errors; Work; threads;
-    the profiler."""
+    the profiler; a fork child. Also under EAGERVM_SYNC=1."""
     _skip_without_mpi()
-    results, proc = _mpirun(tmp_path, n, "collectives.py")
+    results, proc = _mpirun(tmp_path, n, "collectives.py", env=_env(EAGERVM_SYNC=sync))
     assert sorted(results) == list(range(n)), proc.stdout + proc.stderr
     for r, res in results.items():
         assert res["failures"] == [], f"rank {r}: {res['failures']}"
@@ -146,3 +147,20 @@ def test_arguments_before_init():
     with pytest.raises(ValueError, match="backend 'nccl'"):
         dist.init_process_group("nccl")
     assert [op.name for op in dist.ReduceOp] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
+
+
+def test_bad_settings_fail_before_mpi(monkeypatch):
+    """Settings are checked before MPI starts (so this process never
+    initialises MPI here)."""
+    if not dist.is_available():
+        pytest.skip("eagervm was built without MPI")
+    monkeypatch.setenv("EAGERVM_COLLECTIVE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="EAGERVM_COLLECTIVE_TIMEOUT=soon"):
+        dist.init_process_group()
+    monkeypatch.delenv("EAGERVM_COLLECTIVE_TIMEOUT")
+    monkeypatch.setenv("EAGERVM_DISTRIBUTED_DEBUG", "yes")
+    with pytest.raises(ValueError, match="EAGERVM_DISTRIBUTED_DEBUG=yes"):
+        dist.init_process_group()
+    with pytest.raises(ValueError, match="timeout must be positive"):
+        dist.init_process_group(timeout=-1)
+    assert not dist.is_initialized()

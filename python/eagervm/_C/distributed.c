@@ -2,6 +2,9 @@
  * collectives with PyTorch's signatures (bound directly as the package's
  * functions, so the site each collective carries is the caller's line), and
  * the Work handle that async_op=True returns. */
+#include <sched.h>
+#include <time.h>
+
 #include "evpy.h"
 #include "eagervm/distributed.h"
 
@@ -156,9 +159,39 @@ static PyObject *work_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     return work_wait_impl((evpy_work *)self);
 }
 
-/* Waits for the collective, then for its outputs; True, or NULL raised. */
+/* Waits for the outputs (sync points, which Ctrl-C interrupts), then for the
+ * collective itself, whose failure it raises; True, or NULL raised. A
+ * collective without outputs (a barrier) is polled in growing sleeps with
+ * the GIL released, checking for signals between them: the engine's ticket
+ * wait has no time limit to slice it with. */
 static PyObject *work_wait_impl(evpy_work *wk)
 {
+    for (Py_ssize_t i = 0; wk->outputs && i < PyTuple_GET_SIZE(wk->outputs); i++) {
+        ev_tensor *t = evpy_tensor_get(PyTuple_GET_ITEM(wk->outputs, i));
+        if (!t || evpy_wait_tensor(t) != 0) {
+            return NULL;
+        }
+    }
+    long sleep_us = 0;
+    int64_t slept_us = 0;
+    while (!ev_dist_work_is_completed(wk->w)) {
+        Py_BEGIN_ALLOW_THREADS
+        if (sleep_us == 0) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, sleep_us * 1000};
+            nanosleep(&ts, NULL);
+        }
+        Py_END_ALLOW_THREADS
+        slept_us += sleep_us;
+        sleep_us = sleep_us < 1000 ? sleep_us * 2 + 10 : 1000;
+        if (slept_us >= 20000) {
+            slept_us = 0;
+            if (PyErr_CheckSignals() != 0) {
+                return NULL;
+            }
+        }
+    }
     ev_error *err = NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -169,12 +202,6 @@ static PyObject *work_wait_impl(evpy_work *wk)
     }
     if (rc) {
         return evpy_raise(rc);
-    }
-    for (Py_ssize_t i = 0; wk->outputs && i < PyTuple_GET_SIZE(wk->outputs); i++) {
-        ev_tensor *t = evpy_tensor_get(PyTuple_GET_ITEM(wk->outputs, i));
-        if (!t || evpy_wait_tensor(t) != 0) {
-            return NULL;
-        }
     }
     Py_RETURN_TRUE;
 }

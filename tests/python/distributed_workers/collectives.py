@@ -202,6 +202,23 @@ def main(out_dir):
           f"profiler: {[(e.name, e.stream_type) for e in colls]}")
     check(all(e.line and e.file == __file__ for e in colls), "profiler sites")
 
+    # A fork child (a data-loader worker) cannot use its parent's group.
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        msg = raises(RuntimeError, dist.all_reduce, ev.ones(2))
+        os.write(w, f"{dist.is_initialized()}|{msg}".encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        got = f.read()
+    os.waitpid(pid, 0)
+    check(got.startswith("False|") and "fork" in got, f"fork child: {got}")
+    t = ev.ones(3)
+    dist.all_reduce(t)
+    check(same(t.numpy(), np.full(3, world, np.float32)), "parent after fork")
+
     dist.destroy_process_group()
     check(not dist.is_initialized(), "destroyed")
     msg = raises(RuntimeError, dist.all_reduce, ev.ones(2))
