@@ -27,10 +27,8 @@ of 25 MB would put the whole 0.8 MB model into one bucket, reduced only after
 backward; 0.01 MB gives eagervm (layer 2), (layer 1's bias), (layer 1's
 weight) and PyTorch its own split of the same size.
 
-eagervm's step runs on an asyncs.Thread of its own (--train-on-uid0: on the
-default thread): the collectives run on the ccl stream of thread uid 0,
-which shares that thread's OS thread, so a step there waits behind each
-all-reduce.
+eagervm's step runs on the default thread (--train-thread: on an
+asyncs.Thread of its own).
 """
 import argparse
 import contextlib
@@ -213,9 +211,6 @@ def worker_eagervm(args):
     opt = optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
 
-    # The collectives run on the ccl stream of thread uid 0, which (for now)
-    # shares the OS thread of uid 0's compute stream: training there would
-    # wait behind each all-reduce. On a worker of its own it runs beside them.
     train = ev.asyncs.Thread() if args.train_thread else None
 
     def step(x, t):
@@ -318,8 +313,8 @@ def main():
     ap.add_argument("--bucket-cap-mb", type=float, default=0.01)
     ap.add_argument("--no-bind", dest="bind", action="store_false",
                     help="do not pass --bind-to core to mpirun")
-    ap.add_argument("--train-on-uid0", dest="train_thread", action="store_false",
-                    help="train on the default thread (uid 0, which runs the collectives)")
+    ap.add_argument("--train-thread", action="store_true",
+                    help="eagervm trains on an asyncs.Thread of its own, not on the default")
     ap.add_argument("--timeout", type=float, default=300, help="seconds a round may take")
     ap.add_argument("--worker", choices=("eagervm", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)

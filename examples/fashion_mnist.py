@@ -100,11 +100,6 @@ class MLP:
                 p.copy_(ev.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
         # The checkpoint keeps the bare model's names, distributed or not.
         self.bare = self.net
-        # Where the step runs: the default thread, or (distributed) a worker
-        # of its own, as the collectives run on the ccl stream of thread 0,
-        # which shares that thread's OS thread: a step there would wait
-        # behind each all-reduce instead of running beside it.
-        self.thread = ev.asyncs.Thread() if distributed else None
         if distributed:
             # The default cap (25 MB) would make the whole 0.8 MB model one
             # bucket, reduced only once backward is over; 0.01 MB gives
@@ -118,12 +113,6 @@ class MLP:
     def step(self, x, target):
         """One SGD step on batch x (B, 784) with class indices target (B,).
         Returns the batch's mean loss as a 0-d tensor (not waited for)."""
-        if self.thread is not None:
-            with ev.asyncs.thread(self.thread):
-                return self._step(x, target)
-        return self._step(x, target)
-
-    def _step(self, x, target):
         self.opt.zero_grad()
         loss = self.loss_fn(self.net(x), target)
         loss.backward()
@@ -328,9 +317,7 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
     last = epochs if stop_after is None else min(epochs, first + stop_after)
     for epoch in range(first, last):
         if epoch == profile_epoch:
-            labels = {loader.thread: "loader", 0: "training"} if model.thread is None else \
-                {loader.thread: "loader", model.thread: "training", 0: "collectives"}
-            prof = ev.profiler.profile(labels=labels)
+            prof = ev.profiler.profile(labels={loader.thread: "loader", 0: "training"})
             prof.start()
         t0 = time.perf_counter()
         total = ev.zeros(())

@@ -65,23 +65,18 @@ def main():
     mine, order = sampler.indices(), full.indices()
     local = GLOBAL_BATCH // world
 
-    # Training on a worker of its own: the collectives' ccl stream shares
-    # thread uid 0's OS thread, and compute there would wait behind them.
-    train = ev.asyncs.Thread()
-    with ev.asyncs.thread(train):
-        ev.ones(1).numpy()  # start its OS thread
     if os.environ.get("DDP_WORKER_NICE"):
-        lower_priority(f"ev-worker-{train.uid}", int(os.environ["DDP_WORKER_NICE"]))
+        # The training worker below the ccl stream's thread.
+        lower_priority("ev-worker-0", int(os.environ["DDP_WORKER_NICE"]))
     prof = ev.profiler.profile()
     for step in range(STEPS):
         if step == STEPS - 1:   # the last DDP step alone
             prof.start()
         idx = mine[step * local:(step + 1) * local]
-        with ev.asyncs.thread(train):
-            opt.zero_grad()
-            loss = loss_fn(ddp(ev.index_select(data, 0, idx)), ev.index_select(labels, 0, idx))
-            loss.backward()
-            opt.step()
+        opt.zero_grad()
+        loss = loss_fn(ddp(ev.index_select(data, 0, idx)), ev.index_select(labels, 0, idx))
+        loss.backward()
+        opt.step()
         if step == STEPS - 1:
             prof.stop()
         # The reference: one process on the whole global batch.

@@ -27,15 +27,12 @@ it by dependency alone. Nothing here waits on the host.
 Buckets are issued in bucket order on every rank (a bucket that fills early
 waits for the ones before it), so the collectives match across ranks.
 
-The collectives run on the `ccl` stream of thread uid 0, which for now
-shares that thread's OS thread with its compute stream: train on an
-asyncs.Thread of your own (`with eagervm.asyncs.thread(t): ...` around the
-step, as examples/fashion_mnist.py --distributed does), or backward's ops
-there wait behind each all-reduce instead of running beside it. The buckets'
-concatenations run on a worker of their own for the same reason: the
-autograd walk accumulates leaves' gradients last once the previous step's
-graph is still alive, so on backward's stream they would queue behind all
-of backward.
+The buckets' concatenations run on a worker of their own: the autograd
+walk accumulates the leaves' gradients last once the previous step's graph
+is still alive (the leaves' accumulators keep their first step's place in
+the walk's order), so these hooks run at the walk's end, and on backward's
+stream a concatenation, and its all-reduce with it, would queue behind all
+of backward. On a worker of its own it waits only for its gradients.
 
 As PyTorch with find_unused_parameters=False, every parameter that requires
 grad must get a gradient in each backward: if a backward leaves a bucket
