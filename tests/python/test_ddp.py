@@ -160,6 +160,44 @@ def test_buckets_are_issued_in_bucket_order_even_when_a_later_one_fills_first(fa
     assert [shape for _, shape, _ in fake.log] == [(16,), (16, 8), (4,), (4, 16)]
 
 
+class Mixed(nn.Module):
+    """A float64 layer, then a float32 one."""
+
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Linear(4, 4, dtype=ev.float64)
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.out(self.wide(x).to(ev.float32))
+
+
+def test_dtypes_get_buckets_of_their_own(fake):
+    net, ref = Mixed(), Mixed()
+    ref.load_state_dict(net.state_dict())
+    ddp = DDP(net)
+    assert ddp.bucket_layout() == [["out.bias", "out.weight"], ["wide.bias", "wide.weight"]]
+    fake.log.clear()
+    x = ev.ones(3, 4, dtype=ev.float64)
+    ddp(x).sum().backward()
+    ref(x).sum().backward()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert p.grad.dtype == p.dtype
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6)
+    assert [k[1] for k in fake.log if k[0] == "all_reduce"] == [(10,), (20,)]
+
+
+def test_a_dropped_wrapper_leaves_its_hooks_idle(fake):
+    import gc
+    net = mlp()
+    DDP(net)
+    gc.collect()
+    fake.log.clear()
+    x, t = batch()
+    nn.CrossEntropyLoss()(net(x), t).backward()   # the hooks find no DDP: nothing issued
+    assert fake.log == []
+
+
 class Unused(nn.Module):
     def __init__(self):
         super().__init__()
