@@ -22,10 +22,11 @@ all-reduce time hidden behind backward (the time of the ccl stream's
 all-reduce intervals that lies inside a backward window, the first to the
 last backward instruction of a step, over all all-reduce time; target 80%).
 
---bucket-cap-mb (default 0.01) is both sides' bucket size: PyTorch's default
-of 25 MB would put the whole 0.8 MB model into one bucket, reduced only after
-backward; 0.01 MB gives eagervm (layer 2), (layer 1's bias), (layer 1's
-weight) and PyTorch its own split of the same size.
+--bucket-cap-mb (default 25,0.01) lists the bucket sizes to run, each on
+both sides: 25 MB (PyTorch's default) puts the whole 0.8 MB model into one
+bucket, reduced once backward is over (nothing to overlap); 0.01 MB gives
+eagervm (layer 2), (layer 1's bias), (layer 1's weight) and PyTorch its own
+split of the same size, the first two reducible while backward goes on.
 
 eagervm's step runs on the default thread (--train-thread: on an
 asyncs.Thread of its own).
@@ -73,7 +74,7 @@ def prepare(path, args):
              test_labels=test_y.numpy().astype(np.int64))
 
 
-def launch(side, data, out, args):
+def launch(side, data, out, cap, args):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
                EAGERVM_INTRAOP_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                OMP_WAIT_POLICY="PASSIVE", MASTER_ADDR="127.0.0.1",
@@ -81,8 +82,8 @@ def launch(side, data, out, args):
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(WORLD)]
     if args.bind:
         cmd += ["--bind-to", "core"]
-    cmd += [sys.executable, os.path.abspath(__file__), "--worker", side, "--data", data,
-            "--result", out] + [a for a in sys.argv[1:] if a != "--worker"]
+    cmd += [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + [
+        "--worker", side, "--data", data, "--result", out, "--bucket-cap-mb", str(cap)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     if r.returncode:
         sys.exit(f"ddp_vs_torch: the {side} round failed:\n{r.stdout}\n{r.stderr}")
@@ -91,24 +92,31 @@ def launch(side, data, out, args):
 
 
 def main_launcher(args):
+    caps = [float(c) for c in args.bucket_cap_mb.split(",")]
     with tempfile.TemporaryDirectory(prefix="ddp_vs_torch") as tmp:
         data = os.path.join(tmp, "data.npz")
         prepare(data, args)
-        runs = {"eagervm": [], "torch": []}
-        for k in range(args.rounds):
-            for side in (("eagervm", "torch") if k % 2 == 0 else ("torch", "eagervm")):
-                res = launch(side, data, os.path.join(tmp, f"{side}{k}.json"), args)
-                runs[side].append(res)
-                print(f"  round {k + 1} {side:<8} {res['samples_per_s']:>10,.0f} samples/s  "
-                      f"accuracy {res['accuracy']:.4f}"
-                      + (f"  overlap {res['overlap']:.0%}" if "overlap" in res else ""),
-                      flush=True)
+        for cap in caps:
+            print(f"bucket_cap_mb={cap:g}:", flush=True)
+            runs = {"eagervm": [], "torch": []}
+            for k in range(args.rounds):
+                for side in (("eagervm", "torch") if k % 2 == 0 else ("torch", "eagervm")):
+                    res = launch(side, data, os.path.join(tmp, f"{side}{k}.json"), cap, args)
+                    runs[side].append(res)
+                    print(f"  round {k + 1} {side:<8} {res['samples_per_s']:>10,.0f} samples/s"
+                          f"  accuracy {res['accuracy']:.4f}"
+                          + (f"  overlap {res['overlap']:.0%}" if "overlap" in res else ""),
+                          flush=True)
+            summary(runs, cap, args)
+
+
+def summary(runs, cap, args):
     torch_version = runs["torch"][0]["version"]
     med = {s: statistics.median(r["samples_per_s"] for r in runs[s]) for s in runs}
     total = args.warmup + args.steps + args.profile_steps
     print(f"2 ranks, {args.batch_size} images a rank a step (global batch "
           f"{args.batch_size * WORLD}), {args.steps} timed steps of {total} a round, "
-          f"{args.rounds} rounds alternating, bucket_cap_mb={args.bucket_cap_mb}"
+          f"{args.rounds} rounds alternating, bucket_cap_mb={cap:g}"
           f"{', bound to a core a rank' if args.bind else ''}")
     for side, label in (("eagervm", "eagervm DDP (MPI)"),
                         ("torch", f"PyTorch {torch_version} DDP (gloo)")):
@@ -124,7 +132,8 @@ def main_launcher(args):
           f"(median; target 80%); at most {statistics.median(bound):.0%} could be (all but "
           f"the last bucket's, whose gradient is backward's last result); per step: "
           f"all-reduce {statistics.median(ar):.3f} ms, backward window "
-          f"{statistics.median(bw):.3f} ms; buckets {runs['eagervm'][0]['buckets']}")
+          f"{statistics.median(bw):.3f} ms; buckets {runs['eagervm'][0]['buckets']}\n",
+          flush=True)
 
 
 # ------------------------------------------------------------ the workers
@@ -206,7 +215,7 @@ def worker_eagervm(args):
     with ev.no_grad():
         for p, a in zip(net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
             p.copy_(ev.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
-    model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+    model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=float(args.bucket_cap_mb))
     loss_fn = nn.CrossEntropyLoss()
     opt = optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
@@ -267,7 +276,8 @@ def worker_torch(args):
     with torch.no_grad():
         for p, a in zip(net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
             p.copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
-    model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=args.bucket_cap_mb)
+    model = torch.nn.parallel.DistributedDataParallel(net,
+                                                      bucket_cap_mb=float(args.bucket_cap_mb))
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
@@ -310,7 +320,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="rounds a side, alternating")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--bucket-cap-mb", type=float, default=0.01)
+    ap.add_argument("--bucket-cap-mb", default="25,0.01",
+                    help="bucket sizes to run, comma-separated (default %(default)s)")
     ap.add_argument("--no-bind", dest="bind", action="store_false",
                     help="do not pass --bind-to core to mpirun")
     ap.add_argument("--train-thread", action="store_true",
@@ -320,8 +331,12 @@ def main():
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    try:
+        caps = [float(c) for c in args.bucket_cap_mb.split(",")]
+    except ValueError:
+        caps = [0]
     if min(args.batch_size, args.steps, args.rounds, args.profile_steps) < 1 or \
-            args.warmup < 0 or not args.bucket_cap_mb > 0:
+            args.warmup < 0 or not all(c > 0 for c in caps):
         ap.error("--batch-size, --steps, --rounds, --profile-steps and --bucket-cap-mb must "
                  "be positive, --warmup >= 0")
     if args.worker == "eagervm":
