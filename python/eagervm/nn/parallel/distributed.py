@@ -17,8 +17,8 @@ same on every rank.
 A post-accumulate-grad hook on each parameter counts the gradients of its
 bucket. When the bucket's last one is accumulated, the bucket is issued at
 once, in the middle of backward: its gradients are concatenated into one flat
-tensor (eagervm.cat, on the backward's stream), all-reduced in place with
-ReduceOp.AVG (on the `ccl` stream, which runs beside compute), and each
+tensor (eagervm.cat; a bucket of one is reduced where it is), all-reduced in
+place with ReduceOp.AVG (on the `ccl` stream, which runs beside compute), and each
 parameter's .grad becomes a view of its slice of the flat tensor (no copy
 back). Everything is an ordinary instruction: the rest of backward runs while
 the all-reduce is in flight, and the optimizer step that reads .grad waits for
