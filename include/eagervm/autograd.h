@@ -180,6 +180,12 @@ EV_API int ev_ag_topk(const ev_exec *ex, ev_tensor *x, int64_t k, int dim, int l
  * while recording: EV_ESTATE). */
 EV_API int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src);
 EV_API int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value);
+/* base[...] = src: copies src into view, a view of base's elements (made
+ * by indexing base, recorded or not). When src requires grad and base does
+ * not, base's graph starts here (a CopySlices node: src's gradient is
+ * base's on the view's elements). Errors: EV_EINVAL for NULL arguments or a
+ * view of other elements, and ev_copy_'s. */
+EV_API int ev_ag_assign_(const ev_exec *ex, ev_tensor *base, ev_tensor *view, ev_tensor *src);
 EV_API int ev_ag_clamp_(const ev_exec *ex, ev_tensor *x, const ev_scalar *min,
                         const ev_scalar *max);
 EV_API int ev_ag_scatter_add_(const ev_exec *ex, ev_tensor *x, int dim, ev_tensor *index,

@@ -25,8 +25,9 @@
  *     afterwards (its MPI state is lost): later collectives fail at once.
  * A failed collective poisons its outputs (DESIGN rule 6): the error is
  * raised at the next sync point that touches them. A collective whose input
- * is poisoned is skipped on that rank like any instruction; the other ranks
- * then wait for it until the timeout.
+ * is poisoned is skipped on that rank like any instruction; that rank then
+ * tells its peers (a heartbeat saying so), which fail it at once instead of
+ * at the timeout, and the group is unusable on every rank afterwards.
  *
  * Built only when CMake finds MPI (EV_HAVE_MPI); otherwise every function
  * here fails with EV_ESTATE saying so, and ev_dist_available() returns 0.
@@ -172,9 +173,10 @@ EV_API int ev_all_gather_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_t
  * blocks of out's element count (any shapes), out's dtype. */
 EV_API int ev_reduce_scatter_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_tensor *in,
                                   int op, ev_dist_work **work_out);
-/* Completes once every rank started it. Touches no tensor; wait for it with
- * ev_dist_work_wait (or ev_synchronize). */
-EV_API int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_dist_work **work_out);
+/* Completes once every rank started it. token may be NULL; else the barrier
+ * counts as writing it (its contents stay), so a wait on token (ev_wait_obj
+ * on its object) waits for the barrier. Or wait with ev_dist_work_wait. */
+EV_API int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_tensor *token, ev_dist_work **work_out);
 
 #ifdef __cplusplus
 }

@@ -276,6 +276,14 @@ EV_API int ev_expand(ev_tensor *t, int ndim, const int64_t *shape, ev_tensor **o
  * step 0. */
 EV_API int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
                     ev_tensor **out);
+/* A view of t's storage with the given shape, strides and offset (in
+ * elements from the storage start, as ev_tensor_offset counts), whatever
+ * t's own layout: the view an autograd layer needs to name one view's
+ * elements inside another tensor over the same storage. Every element the
+ * view reaches must lie inside the storage. Errors: EV_EINVAL (bad shape,
+ * an element outside the storage, NULL arguments). */
+EV_API int ev_as_strided(ev_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                         int64_t offset, ev_tensor **out);
 /* Removes dimension dim if its size is 1; otherwise returns a view with the
  * same shape (as PyTorch does). */
 EV_API int ev_squeeze(ev_tensor *t, int dim, ev_tensor **out);

@@ -52,6 +52,7 @@ typedef struct ev__ag_input {
 typedef struct ev__ag_saved {
     ev_tensor *t;      /* owned; NULL once released */
     uint64_t version;
+    bool layout_only;  /* kept for its shape, strides and offset: no version check */
 } ev__ag_saved;
 
 #define EV__AG_MAX_SAVED 4
@@ -75,6 +76,7 @@ struct ev_ag_node {
     ev__ag_saved saved[EV__AG_MAX_SAVED];
     ev_tensor *leaf;        /* the accumulator's leaf (owned) */
     ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
+    ev_ag_node *inner;      /* owned: the in-place op a CopySlices node applies */
     _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
     ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
     ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
@@ -88,6 +90,13 @@ typedef struct ev__ag_meta {
     pthread_mutex_t lock;     /* guards everything below */
     bool requires_grad;
     bool is_view;             /* made by a recorded view op */
+    /* A recorded view: the tensor it views (owned; never itself a recorded
+     * view), and base_gen's value when grad_fn was made. A base: bumped
+     * whenever its graph changes under its views (an in-place op on it or
+     * through one of them), so their grad_fns are remade from it. */
+    ev_tensor *view_base;
+    uint64_t view_gen;
+    uint64_t base_gen;
     ev_ag_node *grad_fn;      /* owned; NULL for a leaf */
     uint32_t output_nr;
     ev_ag_node *accumulator;  /* weak: cleared when it is freed */
@@ -127,8 +136,17 @@ int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e);
  * not keep its own output's state alive). */
 int ev__ag_save(ev_ag_node *n, int i, ev_tensor *t, bool is_output);
 /* Makes out the node's output 0: requires grad, grad_fn n (reference
- * taken over). */
-int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view);
+ * taken over). view_of: the input out is a view of (NULL if none). */
+int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of);
+/* Saves t in slot i for its layout only (see ev__ag_saved). */
+int ev__ag_save_layout(ev_ag_node *n, int i, ev_tensor *t);
+/* Records that base's graph changed under its views. */
+void ev__ag_rebase(ev_tensor *base);
+/* If t is a recorded view whose base's graph changed since its grad_fn was
+ * made, remakes it from the base's (see ev__ag_view_node). */
+int ev__ag_refresh_view(ev_tensor *t);
+/* A node taking view's gradient from base's (functions.c). */
+ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base);
 /* The saved tensor i, checked against in-place changes since it was saved
  * (EV_ESTATE naming both ops and sites) and against a freed graph. */
 int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out);

@@ -149,7 +149,7 @@ static int record_as(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *c
     }
     if (!rc) {
         /* Takes over the node's reference, also on failure. */
-        rc = ev__ag_set_output(node, *out, is_view);
+        rc = ev__ag_set_output(node, *out, is_view ? inputs[0] : NULL);
         if (!rc) {
             return 0;
         }
@@ -167,9 +167,11 @@ static int record(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *cons
     return record_as(ex, fn, n, inputs, saves, arg, arg_size, false, out);
 }
 
-/* The checks of an in-place op on a that records. */
-static int inplace_check(const char *op, ev_tensor *a)
+/* The checks of an in-place op on a that records. *base_out: the base
+ * whose graph the op goes through when a is a recorded view (else NULL). */
+static int inplace_check(const char *op, ev_tensor *a, ev_tensor **base_out)
 {
+    *base_out = NULL;
     ev__ag_meta *m = ev__ag_meta_of(a);
     if (m && m->requires_grad && !m->grad_fn) {
         return ev__set_message(EV_ESTATE,
@@ -177,16 +179,36 @@ static int inplace_check(const char *op, ev_tensor *a)
                                "while grad mode is on (do it under no_grad(), or on a clone())",
                                op);
     }
-    if ((m && m->is_view) || ev_tensor_has_views(a)) {
-        /* The other views' graphs would not see the change. */
+    if (m && m->view_base) {
+        ev__ag_meta *bm = ev__ag_meta_of(m->view_base);
+        if (bm && bm->requires_grad && !bm->grad_fn) {
+            return ev__set_message(EV_ESTATE,
+                                   "%s: a view of a leaf tensor that requires grad cannot be "
+                                   "changed in place while grad mode is on (change a clone() "
+                                   "of the leaf, or do it under no_grad())",
+                                   op);
+        }
+        *base_out = m->view_base;
+        return 0;
+    }
+    if (ev_tensor_has_views(a) && !(m && m->grad_fn)) {
+        /* Views made while a was not recorded would not see the change. */
         return ev__set_message(EV_ESTATE,
                                "%s: changing in place a tensor that shares its elements with "
-                               "another view, while an input requires grad, is not supported "
-                               "yet; use the out-of-place op (or clone() first)",
+                               "views made while it did not require grad, with an input that "
+                               "requires grad, is not supported; use the out-of-place op (or "
+                               "clone() first)",
                                op);
     }
     return 0;
 }
+
+/* After in-place op node f changed view v of base (the op's inputs:
+ * inputs[0] == v, then the others): the base's graph becomes a CopySlices
+ * node (the base's old gradient, with the view's elements replaced by what
+ * f's backward makes of them) and v's grad_fn a view of it. */
+static int rebase_through_view(const ev_exec *ex, ev_ag_node *f, int n,
+                               ev_tensor *const *inputs, ev_tensor *base);
 
 /* Records inputs[0] = fn(inputs) done in place by run(ex, ctx): X (the
  * tensor before the op) is a copy made before it, Y is inputs[1] and R the
@@ -195,8 +217,8 @@ static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, c
                             int n, ev_tensor *const *inputs, const void *arg, size_t arg_size,
                             int (*run)(const ev_exec *, void *), void *ctx)
 {
-    ev_tensor *a = inputs[0];
-    int rc = inplace_check(op, a);
+    ev_tensor *a = inputs[0], *base = NULL;
+    int rc = inplace_check(op, a, &base);
     if (rc) {
         return rc;
     }
@@ -231,7 +253,15 @@ static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, c
         ev_ag_node_unref(node);
         return rc;
     }
-    return ev__ag_set_output(node, a, false);
+    if (base) {
+        return rebase_through_view(ex, node, n, inputs, base);
+    }
+    bool viewed = ev_tensor_has_views(a);
+    rc = ev__ag_set_output(node, a, NULL);
+    if (!rc && viewed) {
+        ev__ag_rebase(a); /* its views' graphs are remade from a's new one */
+    }
+    return rc;
 }
 
 typedef struct op_call {
@@ -252,7 +282,8 @@ static int record_inplace(const ev_exec *ex, const op_grad *g, const char *op, e
                           int opcode)
 {
     if (g->kind == KIND_NOT_YET) {
-        int rc = inplace_check(op, a);
+        ev_tensor *base;
+        int rc = inplace_check(op, a, &base);
         return rc ? rc : not_yet(op);
     }
     ev_tensor *inputs[2] = {a, b};
@@ -840,6 +871,176 @@ static const ev__ag_fn view_fns[] = {
     [VIEW_SLICE] = {"slice_backward", view_backward},
 };
 
+/* ------------------------------------------------ in place through views
+ *
+ * A recorded view and its base share elements, so an in-place op on either
+ * changes the other's graph. As PyTorch does: the base's graph becomes a
+ * CopySlices node, and every recorded view of it takes its gradient from
+ * the base's through an as_strided node, remade whenever the base's graph
+ * changed since the view's was made (ev__ag_refresh_view). Both find the
+ * view's elements inside the base from the layouts alone (offsets and
+ * strides in the shared storage), kept as aliases whose values are never
+ * read. */
+
+/* The lowest element t reaches, counted like its offset. */
+static int64_t lowest_element(const ev_tensor *t)
+{
+    const int64_t *shape = ev_tensor_shape(t), *strides = ev_tensor_strides(t);
+    int64_t lo = ev_tensor_offset(t);
+    for (int d = 0; d < ev_tensor_ndim(t); d++) {
+        if (shape[d] > 1 && strides[d] < 0) {
+            lo += (shape[d] - 1) * strides[d];
+        }
+    }
+    return lo;
+}
+
+/* Zeros over the elements base spans, from its lowest one. */
+static ev_tensor *span_zeros(ev__ag_ctx *c, const ev_tensor *base, int64_t lo)
+{
+    const int64_t *shape = ev_tensor_shape(base), *strides = ev_tensor_strides(base);
+    int64_t hi = ev_tensor_offset(base), n = ev_tensor_numel(base) ? 1 : 0;
+    for (int d = 0; d < ev_tensor_ndim(base) && n; d++) {
+        if (shape[d] > 1 && strides[d] > 0) {
+            hi += (shape[d] - 1) * strides[d];
+        }
+    }
+    n = n ? hi - lo + 1 : 0;
+    ev_tensor *z = NULL;
+    return c->rc ? NULL : ev__bw_keep(c, ev_zeros(&c->ex, ev_tensor_dtype(base), 1, &n, &z), &z);
+}
+
+/* t's elements inside z, z starting at element lo of t's storage; dims of
+ * stride 0 (an expanded view) taken once: the caller sums over them. */
+static ev_tensor *place(ev__ag_ctx *c, ev_tensor *z, const ev_tensor *t, int64_t lo,
+                        int64_t *shape)
+{
+    int nd = ev_tensor_ndim(t);
+    const int64_t *strides = ev_tensor_strides(t);
+    memcpy(shape, ev_tensor_shape(t), sizeof(int64_t) * (size_t)nd);
+    for (int d = 0; d < nd; d++) {
+        if (strides[d] == 0 && shape[d] > 1) {
+            shape[d] = 1;
+        }
+    }
+    ev_tensor *v = NULL;
+    if (!z || c->rc) {
+        return NULL;
+    }
+    return ev__bw_keep(c, ev_as_strided(z, nd, shape, strides, ev_tensor_offset(t) - lo, &v), &v);
+}
+
+/* Zeros laid out as the node's saved base (slot 0) in *res, and the
+ * elements of its saved view (slot 1) inside them in *part, whose shape
+ * (stride-0 dims taken once) goes to vshape. False if it failed. */
+static bool view_in_zeros(ev__ag_ctx *c, ev_tensor **res, ev_tensor **part, int64_t *vshape)
+{
+    ev_tensor *base = ev__bw_saved(c, 0), *view = ev__bw_saved(c, 1);
+    if (!base || !view || !G) {
+        return false;
+    }
+    int64_t lo = lowest_element(base), bshape[EV_MAX_DIMS];
+    ev_tensor *z = span_zeros(c, base, lo);
+    *res = place(c, z, base, lo, bshape);
+    *part = place(c, z, view, lo, vshape);
+    return *res && *part;
+}
+
+/* The base's gradient of a view's: zeros but for the view's elements. */
+static int as_strided_backward(ev__ag_ctx *c)
+{
+    ev_tensor *res, *part;
+    int64_t vshape[EV_MAX_DIMS];
+    if (!view_in_zeros(c, &res, &part, vshape)) {
+        return c->rc;
+    }
+    ev_tensor *g = ev__bw_sum_to(c, G, ev_tensor_ndim(part), vshape);
+    if (g) {
+        int rc = ev_copy_(&c->ex, part, g);
+        c->rc = c->rc ? c->rc : rc;
+    }
+    OUT(0, c->rc ? NULL : res);
+    return c->rc;
+}
+static const ev__ag_fn as_strided_fn = {"as_strided_backward", as_strided_backward};
+
+ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base)
+{
+    ev_ag_node *n = ev__ag_node_new(ex, &as_strided_fn, 1, &base);
+    if (n && (ev__ag_save_layout(n, 0, base) || ev__ag_save_layout(n, 1, view))) {
+        ev_ag_node_unref(n);
+        n = NULL;
+    }
+    return n;
+}
+
+/* The base's gradient after an in-place op through a view: the base's
+ * gradient, but on the view's elements what the op's backward (node->inner)
+ * makes of them; the op's other inputs get theirs from that backward too. */
+static int copy_slices_backward(ev__ag_ctx *c)
+{
+    ev_ag_node *f = c->node->inner;
+    ev_tensor *res, *part;
+    int64_t vshape[EV_MAX_DIMS];
+    if (!view_in_zeros(c, &res, &part, vshape)) {
+        return c->rc;
+    }
+    int rc = ev_copy_(&c->ex, res, G);
+    /* The op's backward reads a copy of the view's gradient: what it
+     * returns may be that very tensor, and part is overwritten next. */
+    ev_tensor *gpart = NULL, *gf[EV__AG_INLINE_NEXT] = {NULL};
+    if (!rc) {
+        gpart = ev__bw_keep(c, ev_cast(&c->ex, part, ev_tensor_dtype(part), &gpart), &gpart);
+        rc = gpart ? 0 : c->rc;
+    }
+    rc = rc ? rc : ev__ag_run_backward(f, gpart, gf);
+    if (!rc) {
+        rc = gf[0] ? ev_copy_(&c->ex, part, gf[0]) : ev_fill_(&c->ex, part, ev_scalar_int(0));
+    }
+    for (int i = 0; i < f->n_next; i++) {
+        if (i > 0 && !rc && NEED(i)) {
+            c->grads_in[i] = gf[i];
+        } else {
+            ev_tensor_unref(gf[i]);
+        }
+    }
+    c->rc = c->rc ? c->rc : rc;
+    OUT(0, c->rc ? NULL : res);
+    return c->rc;
+}
+static const ev__ag_fn copy_slices_fn = {"CopySlices", copy_slices_backward};
+
+static int rebase_through_view(const ev_exec *ex, ev_ag_node *f, int n,
+                               ev_tensor *const *inputs, ev_tensor *base)
+{
+    if (n > EV__AG_INLINE_NEXT) {
+        ev_ag_node_unref(f);
+        return ev__set_message(EV_EINVAL, "autograd: an in-place op of %d inputs on a view", n);
+    }
+    ev_tensor *in[EV__AG_INLINE_NEXT] = {base};
+    for (int i = 1; i < n; i++) {
+        in[i] = inputs[i];
+    }
+    ev_ag_node *c = ev__ag_node_new(ex, &copy_slices_fn, n, in);
+    if (!c) {
+        ev_ag_node_unref(f);
+        return EV_ENOMEM;
+    }
+    c->inner = f;
+    int rc = ev__ag_save_layout(c, 0, base);
+    rc = rc ? rc : ev__ag_save_layout(c, 1, inputs[0]);
+    if (rc) {
+        ev_ag_node_unref(c);
+        return rc;
+    }
+    rc = ev__ag_set_output(c, base, NULL);
+    if (rc) {
+        return rc;
+    }
+    ev__ag_rebase(base);
+    return ev__ag_refresh_view(inputs[0]);
+}
+
 static int record_view(const ev_exec *ex, ev_tensor *x, int rc, const view_arg *a,
                        ev_tensor **out)
 {
@@ -1340,6 +1541,31 @@ int ev_ag_copy_(const ev_exec *ex, ev_tensor *dst, ev_tensor *src)
     }
     inplace_call k = {.kind = IP_COPY, .x = dst, .src = src};
     return record_inplace_n(ex, &copy_into_fn, 0, "copy_", 2, in, NULL, 0, run_inplace, &k);
+}
+
+int ev_ag_assign_(const ev_exec *ex, ev_tensor *base, ev_tensor *view, ev_tensor *src)
+{
+    if (!base || !view || !src) {
+        return ev__set_message(EV_EINVAL, "assign: base, view and src must not be NULL");
+    }
+    if (!ev_tensor_same_storage(base, view)) {
+        return ev__set_message(EV_EINVAL, "assign: view does not share base's elements");
+    }
+    /* A view that records (base does) goes through copy_'s own rebase. */
+    if (ev__ag_tracks(view) || !ev__ag_tracks(src) || !ev__ag_recording() || !is_float(view)) {
+        return ev_ag_copy_(ex, view, src);
+    }
+    ev_tensor *in[2] = {view, src};
+    ev_ag_node *f = ev__ag_node_new(ex, &copy_into_fn, 2, in);
+    if (!f) {
+        return EV_ENOMEM;
+    }
+    int rc = ev_copy_(ex, view, src);
+    if (rc) {
+        ev_ag_node_unref(f);
+        return rc;
+    }
+    return rebase_through_view(ex, f, 2, in, base);
 }
 
 int ev_ag_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)

@@ -73,6 +73,7 @@ static void node_free_one(ev_ag_node *n)
     }
     node_release_saved(n);
     hooks_free(n->hooks);
+    ev_ag_node_unref(n->inner);
     for (int i = 0; i < n->n_next; i++) {
         ev_ag_node_unref(n->next[i].node);
     }
@@ -143,9 +144,11 @@ static ev_ag_node *node_alloc(int n_next)
     n->released = false;
     for (int i = 0; i < EV__AG_MAX_SAVED; i++) {
         n->saved[i].t = NULL;
+        n->saved[i].layout_only = false;
     }
     n->leaf = NULL;
     n->hooks = NULL;
+    n->inner = NULL;
     n->next = n->inline_next;
     n->inputs = n->inline_inputs;
     if (n_next > EV__AG_INLINE_NEXT) {
@@ -203,6 +206,10 @@ int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
     if (!m || !m->requires_grad) {
         return 0;
     }
+    int rc = ev__ag_refresh_view(t);
+    if (rc) {
+        return rc;
+    }
     pthread_mutex_lock(&m->lock);
     ev_ag_node *fn = m->grad_fn;
     if (fn) {
@@ -217,6 +224,13 @@ int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
 ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
                             ev_tensor *const *inputs)
 {
+    /* Stale views' nodes are remade first: a node must be newer than the
+     * nodes it points to (the walk orders and prunes by creation). */
+    for (int i = 0; i < n; i++) {
+        if (inputs[i] && ev__ag_refresh_view(inputs[i]) != 0) {
+            return NULL;
+        }
+    }
     ev_ag_node *node = node_alloc(n);
     if (!node) {
         return NULL;
@@ -256,12 +270,74 @@ int ev__ag_save(ev_ag_node *n, int i, ev_tensor *t, bool is_output)
     return 0;
 }
 
+int ev__ag_save_layout(ev_ag_node *n, int i, ev_tensor *t)
+{
+    ev_tensor *s = NULL;
+    int rc = ev_tensor_alias(t, &s);
+    if (rc) {
+        return rc;
+    }
+    n->saved[i].t = s;
+    n->saved[i].layout_only = true;
+    if (i >= n->n_saved) {
+        n->n_saved = i + 1;
+    }
+    return 0;
+}
+
+void ev__ag_rebase(ev_tensor *base)
+{
+    ev__ag_meta *m = ev__ag_meta_of(base);
+    if (m) {
+        __atomic_add_fetch(&m->base_gen, 1, __ATOMIC_RELAXED);
+    }
+}
+
+int ev__ag_refresh_view(ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    if (!m || !m->view_base) {
+        return 0;
+    }
+    ev__ag_meta *bm = ev__ag_meta_of(m->view_base);
+    uint64_t gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
+    pthread_mutex_lock(&m->lock);
+    bool stale = m->view_gen != gen;
+    ev_ag_node *old = stale && m->grad_fn ? m->grad_fn : NULL;
+    ev_exec ex = {old ? old->vm : NULL, old ? old->thread_uid : 0, old ? old->site : NULL};
+    pthread_mutex_unlock(&m->lock);
+    if (!stale) {
+        return 0;
+    }
+    if (!ex.vm) {
+        ev_ag_node *bfn = bm ? bm->grad_fn : NULL;
+        ex = (ev_exec){bfn ? bfn->vm : NULL, bfn ? bfn->thread_uid : 0, bfn ? bfn->site : NULL};
+    }
+    if (!ex.vm) {
+        return 0; /* neither has a graph: nothing to remake */
+    }
+    /* Made outside t's lock: making it takes the base's. */
+    ev_ag_node *n = ev__ag_view_node(&ex, t, m->view_base);
+    if (!n) {
+        return EV_ENOMEM;
+    }
+    pthread_mutex_lock(&m->lock);
+    old = m->grad_fn;
+    m->grad_fn = n;
+    m->output_nr = 0;
+    m->view_gen = gen;
+    pthread_mutex_unlock(&m->lock);
+    ev_ag_node_unref(old);
+    return 0;
+}
+
 /* ------------------------------------------------------------ tensor state */
 
 static void meta_release(ev_tensor_ext *ext)
 {
     ev__ag_meta *m = (ev__ag_meta *)ext;
     ev_ag_node_unref(m->grad_fn);
+    ev_tensor_unref(m->view_base);
     ev_tensor_unref(m->grad);
     hooks_free(m->hooks);
     hooks_free(m->post_hooks);
@@ -293,18 +369,26 @@ ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
     return won;
 }
 
-int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, bool is_view)
+int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
 {
     ev__ag_meta *m = ev__ag_meta_get(out);
     if (!m) {
         ev_ag_node_unref(n);
         return EV_ENOMEM;
     }
+    /* A view's base is what its input views, or the input itself. */
+    ev__ag_meta *im = view_of ? ev__ag_meta_of(view_of) : NULL;
+    ev_tensor *base = im && im->view_base ? im->view_base : view_of;
+    ev__ag_meta *bm = base ? ev__ag_meta_of(base) : NULL;
     pthread_mutex_lock(&m->lock);
     ev_ag_node *old = m->grad_fn;
     m->grad_fn = n;
     m->output_nr = 0;
-    m->is_view = m->is_view || is_view;
+    if (base && !m->view_base) {
+        m->is_view = true;
+        m->view_base = ev_tensor_ref(base);
+        m->view_gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
+    }
     __atomic_store_n(&m->requires_grad, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&m->lock);
     ev_ag_node_unref(old);
@@ -395,6 +479,11 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
 ev_ag_node *ev_ag_grad_fn(const ev_tensor *t)
 {
     ev__ag_meta *m = ev__ag_meta_of(t);
+    if (m && m->view_base) {
+        /* Not const in effect: a view's stale grad_fn is remade (out of
+         * memory keeps the old one). */
+        ev__ag_refresh_view((ev_tensor *)t);
+    }
     return m ? m->grad_fn : NULL;
 }
 
@@ -516,7 +605,7 @@ int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out)
     }
     ev__ag_saved *s = &n->saved[i];
     uint64_t now = ev_tensor_version(s->t);
-    if (now != s->version) {
+    if (!s->layout_only && now != s->version) {
         const char *wname;
         const ev_site *wsite;
         ev_tensor_last_write(s->t, &wname, &wsite);

@@ -101,11 +101,13 @@ typedef struct coll_arg {
     ev_dist_work *work;         /* one reference owned, or NULL */
     ev_tensor *keep[2];         /* references owned: the buffers MPI uses */
     int abandoned;              /* a request left in flight: keep the buffers */
+    int ran;                    /* the kernel ran (else it was skipped) */
     /* The poll's state: */
     int phase;
     MPI_Request req;
     int64_t start_ns;
-    int64_t spin_ns;            /* see SPIN_BASE_NS */
+    int64_t all_in_ns;          /* when every rank was seen in it, or 0 */
+    int64_t probe_ns;           /* the last look for heartbeats */
     ev__coll_desc *gathered;    /* the debug check's [size] (owned) */
 } coll_arg;
 
@@ -130,17 +132,37 @@ static int start_data(coll_arg *a)
     }
 }
 
-/* Marks the group unusable and fails the instruction with msg. */
-static int break_group(ev_pg *pg, ev_kctx *kc, const char *msg)
+/* Marks the group unusable from collective seq on and fails the
+ * instruction with msg. */
+static int break_group(ev_pg *pg, uint64_t seq, ev_kctx *kc, const char *msg)
 {
     if (!pg->broken) {
         pg->broken = 1;
+        pg->broken_seq = seq;
         size_t n = strlen(msg);
         n = n < sizeof pg->broken_why ? n : sizeof pg->broken_why - 1;
         memcpy(pg->broken_why, msg, n);
         pg->broken_why[n] = '\0';
     }
     return ev_kctx_fail(kc, EV_EKERNEL, "%s", msg);
+}
+
+/* A peer skipped a collective (its input was poisoned): this rank's
+ * collectives from it on cannot complete. Fails the running one at once
+ * instead of at the timeout, and breaks the group. */
+static int peer_skipped(coll_arg *a, ev_kctx *kc, int posted)
+{
+    ev_pg *pg = a->pg;
+    char d[256], s[256], msg[1024];
+    snprintf(msg, sizeof msg, "rank %d: collective %llu (%s) cannot complete: rank %d skipped "
+             "collective %llu (%s) because its input was poisoned by an earlier failure there",
+             pg->rank, (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d),
+             pg->skip_rank, (unsigned long long)pg->skip.seq,
+             ev__coll_desc_str(&pg->skip, s, sizeof s));
+    fprintf(stderr, "eagervm: %s\n", msg);
+    fflush(stderr);
+    a->abandoned = posted;
+    return break_group(pg, a->desc.seq, kc, msg);
 }
 
 static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
@@ -150,7 +172,7 @@ static int mpi_failed(coll_arg *a, ev_kctx *kc, const char *what, int mpi_rc)
     snprintf(msg, sizeof msg, "rank %d: collective %llu (%s): %s failed: %s", a->pg->rank,
              (unsigned long long)a->desc.seq, ev__coll_desc_str(&a->desc, d, sizeof d), what,
              ev__mpi_error_str(mpi_rc, e, sizeof e));
-    return break_group(a->pg, kc, msg);
+    return break_group(a->pg, a->desc.seq, kc, msg);
 }
 
 /* AVG: the sum divided by the world size (float dtypes only). */
@@ -172,27 +194,53 @@ static void finish_avg(coll_arg *a)
     }
 }
 
-/* How long a collective's polls keep testing it without a pause: as long as
- * a healthy transfer of its bytes takes, generously (blocking MPI moved
- * 0.4 ns/byte here), since MPI moves data only while it is called: with the
- * stream's growing sleeps between tests a 4 MB all-reduce took twice as long
- * (bench/allreduce.c). Past it (a late or lost peer) the stream's backoff
- * takes over, so a wait costs no CPU. */
-#define SPIN_BASE_NS 100000
-#define SPIN_NS_PER_BYTE 1
-#define SPIN_MAX_NS 1000000000
-/* In the kernel, the test spins at most this long before the stream takes
+/* How long a collective's tests go on without a pause. MPI moves data only
+ * while it is called, so once every rank has started the collective (their
+ * heartbeats say so) its tests spin, as a blocking MPI call does: with the
+ * stream's growing sleeps between tests a 4 MB all-reduce took twice as
+ * long, and ten times as long on a loaded machine when a late peer had used
+ * up a budget fixed from the start (bench/allreduce.c). While a rank has
+ * not started it, the tests spin only at first and leave the waiting to the
+ * stream's backoff, so a late or lost peer costs no CPU. */
+#define SPIN_WAIT_NS 50000
+/* Every rank in: spin at most this long (a peer lost mid-way), then back
+ * off until the timeout. */
+#define SPIN_ALL_IN_NS 1000000000
+/* In the kernel, the tests spin at most this long before the stream takes
  * over, so the collectives queued behind it start meanwhile. */
 #define SPIN_KERNEL_NS 50000
+/* Heartbeats are looked for at most this often while spinning. */
+#define PROBE_NS 2000
 
-/* Tests the collective until it completes or until_ns: 1 done, 0 not yet,
+/* 1 if every peer's heartbeat says it started collective seq. */
+static int all_joined(const ev_pg *pg, uint64_t seq)
+{
+    for (int p = 0; p < pg->size; p++) {
+        if (p != pg->rank && pg->last[p].seq < seq) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* When the tests of a should stop spinning (see SPIN_WAIT_NS). */
+static int64_t spin_until(const coll_arg *a, int in_kernel)
+{
+    int64_t until = a->all_in_ns ? a->all_in_ns + SPIN_ALL_IN_NS : a->start_ns + SPIN_WAIT_NS;
+    if (in_kernel && until > a->start_ns + SPIN_KERNEL_NS) {
+        until = a->start_ns + SPIN_KERNEL_NS;
+    }
+    return until;
+}
+
+/* Tests the collective, spinning as spin_until says: 1 done, 0 not yet,
  * < 0 failed (see ev_poll_fn). */
-static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
+static int progress(coll_arg *a, ev_kctx *kc, int in_kernel)
 {
     ev_pg *pg = a->pg;
-    if (pg->broken) {
-        /* An earlier collective in flight failed: this one cannot end well
-         * (the ranks' orders no longer agree) and MPI is called no more. */
+    if (pg->broken && a->desc.seq >= pg->broken_seq) {
+        /* An earlier collective failed: this one cannot end well (the
+         * ranks' orders no longer agree). Those before it go on. */
         a->abandoned = 1;
         return ev_kctx_fail(kc, EV_EKERNEL, "collective %llu: the process group became "
                             "unusable while it ran: %s", (unsigned long long)a->desc.seq,
@@ -206,7 +254,13 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
                               rc);
         }
         if (!flag) {
-            if (ev__now_ns() >= until_ns) {
+            int64_t now = ev__now_ns();
+            if (!a->all_in_ns && now - a->probe_ns >= PROBE_NS) {
+                a->probe_ns = now;
+                ev__beat_drain(pg);
+                a->all_in_ns = all_joined(pg, a->desc.seq) ? now : 0;
+            }
+            if (now >= spin_until(a, in_kernel)) {
                 break;
             }
             ev__cpu_relax();
@@ -231,9 +285,12 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
         }
     }
     int64_t now = ev__now_ns();
-    if (now - pg->last_drain_ns > 100000000) {
+    if (now - pg->last_drain_ns > 20000000) {
         pg->last_drain_ns = now;
         ev__beat_drain(pg);
+    }
+    if (pg->peer_skipped && pg->skip.seq <= a->desc.seq) {
+        return peer_skipped(a, kc, 1);
     }
     double waited = (double)(now - a->start_ns) * 1e-9;
     if (waited > pg->timeout_s) {
@@ -242,21 +299,21 @@ static int progress(coll_arg *a, ev_kctx *kc, int64_t until_ns)
         /* MPI cannot cancel a collective: should the lost peer come back,
          * MPI would still write the buffers, so they are never freed. */
         a->abandoned = 1;
-        return break_group(pg, kc, msg);
+        return break_group(pg, a->desc.seq, kc, msg);
     }
     return 0;
 }
 
 static int coll_poll(void *state, ev_kctx *kc)
 {
-    coll_arg *a = state;
-    return progress(a, kc, a->start_ns + a->spin_ns);
+    return progress(state, kc, 0);
 }
 
 static int coll_kernel(void *arg, ev_kctx *kc)
 {
     coll_arg *a = arg;
     ev_pg *pg = a->pg;
+    a->ran = 1;
     a->desc.seq = ++pg->seq;
     if (pg->broken) {
         return ev_kctx_fail(kc, EV_ESTATE, "the process group is unusable after an earlier "
@@ -264,6 +321,9 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     a->start_ns = ev__now_ns();
     ev__beat_drain(pg);
+    if (pg->peer_skipped && pg->skip.seq <= a->desc.seq) {
+        return peer_skipped(a, kc, 0);
+    }
     ev__beat_send(pg, &a->desc);
     int rc;
     if (pg->debug) {
@@ -283,17 +343,42 @@ static int coll_kernel(void *arg, ev_kctx *kc)
     }
     /* A small collective whose peers are there already ends at once:
      * skip the stream's polling then. */
-    int64_t until = a->start_ns + (a->spin_ns < SPIN_KERNEL_NS ? a->spin_ns : SPIN_KERNEL_NS);
-    int done = progress(a, kc, until);
+    int done = progress(a, kc, 1);
     if (done) {
         return done < 0 ? done : 0;
     }
     return ev_kctx_complete_later(kc, coll_poll, a);
 }
 
+/* A collective skipped because its input was poisoned (its kernel did not
+ * run; its drop runs on the stream's thread all the same): the peers would
+ * wait for this rank until the timeout. Tell them at once, with a
+ * heartbeat that says so, and break the group here: the ranks' orders of
+ * collectives no longer agree. */
+static void skipped(coll_arg *a)
+{
+    ev_pg *pg = a->pg;
+    a->desc.seq = ++pg->seq;
+    if (pg->broken) {
+        return;
+    }
+    a->desc.skipped = 1;
+    ev__beat_send(pg, &a->desc);
+    char d[256], msg[512];
+    snprintf(msg, sizeof msg, "rank %d skipped collective %llu (%s): its input was poisoned by "
+             "an earlier failure", pg->rank, (unsigned long long)a->desc.seq,
+             ev__coll_desc_str(&a->desc, d, sizeof d));
+    pg->broken = 1;
+    pg->broken_seq = a->desc.seq;
+    snprintf(pg->broken_why, sizeof pg->broken_why, "%s", msg);
+}
+
 static void coll_drop(void *arg)
 {
     coll_arg *a = arg;
+    if (!a->ran) {
+        skipped(a);
+    }
     if (!a->abandoned) {
         ev__free(a->gathered);
         ev_tensor_unref(a->keep[0]);
@@ -387,13 +472,6 @@ static int submit(const ev_exec *ex, coll_arg *a, ev_tensor *reads, ev_tensor *w
     if (reads && reads != writes) {
         ops[n++] = (ev_operand){reads->storage->obj, EV_READ};
     }
-    int64_t bytes = 0;
-    for (ev_tensor *t = writes; t; t = t == writes && reads != writes ? reads : NULL) {
-        int64_t b = t->numel * (int64_t)ev__dsize(t->dtype);
-        bytes = b > bytes ? b : bytes;
-    }
-    a->spin_ns = SPIN_BASE_NS + bytes * SPIN_NS_PER_BYTE;
-    a->spin_ns = a->spin_ns < SPIN_MAX_NS ? a->spin_ns : SPIN_MAX_NS;
     a->keep[0] = ev_tensor_ref(writes);
     a->keep[1] = reads != writes ? ev_tensor_ref(reads) : NULL;
     ev_dist_work *w = NULL;
@@ -528,13 +606,13 @@ int ev_reduce_scatter_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_tens
     return submit(ex, &a, in, out, work_out);
 }
 
-int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_dist_work **work_out)
+int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_tensor *token, ev_dist_work **work_out)
 {
     int rc = check_group("barrier", ex, pg);
-    if (rc) {
+    if (rc || (token && (rc = ev__check_tensor("barrier", "token", token)))) {
         return rc;
     }
     coll_arg a = {.pg = pg, .type = MPI_DATATYPE_NULL, .op = MPI_OP_NULL};
     desc_of(&a.desc, EV_COLL_BARRIER, -1, -1, NULL, ex->site);
-    return submit(ex, &a, NULL, NULL, work_out);
+    return submit(ex, &a, NULL, token, work_out);
 }

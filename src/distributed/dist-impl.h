@@ -33,6 +33,9 @@ typedef struct ev__coll_desc {
     int32_t dtype;       /* ev_dtype, or -1 (barrier) */
     int32_t ndim;
     int32_t line;
+    int32_t skipped;     /* heartbeats: 1 if the sender skipped it (its input
+                            was poisoned), so the peers fail at once */
+    int32_t pad;
     int64_t shape[EV_MAX_DIMS];
     char file[EV__DIST_FILE_MAX]; /* NUL-terminated */
 } ev__coll_desc;
@@ -65,11 +68,15 @@ struct ev_pg {
     MPI_Comm beat;           /* the heartbeats' (owned dup) */
     /* ev_dist_stream()'s thread only: */
     uint64_t seq;            /* the last collective started */
-    int broken;              /* 1 after a timeout or an MPI failure */
+    int broken;              /* 1 after a timeout, an MPI failure or a skip */
+    uint64_t broken_seq;     /* the first collective that cannot complete */
     char broken_why[512];
     ev__coll_desc *last;     /* [size]: the last collective each rank started
                                 (owned; seq 0 = none heard of) */
     ev__beat *beats;         /* sends in flight (owned list) */
+    int peer_skipped;        /* a peer skipped collective skip.seq: */
+    ev__coll_desc skip;      /* what it skipped (from its heartbeat) */
+    int skip_rank;
     int n_beats;
     int64_t last_drain_ns;
 };
@@ -80,7 +87,8 @@ const char *ev__mpi_error_str(int mpi_rc, char *buf, size_t size);
 /* Sends d to every peer as rank `rank`'s latest collective (non-blocking),
  * and collects the sends that finished. ev_dist_stream()'s thread only. */
 void ev__beat_send(ev_pg *pg, const ev__coll_desc *d);
-/* Receives the heartbeats that arrived (non-blocking). */
+/* Receives the heartbeats that arrived (non-blocking); one that says a peer
+ * skipped a collective sets pg->peer_skipped. */
 void ev__beat_drain(ev_pg *pg);
 /* Cancels and frees the sends still in flight (at destroy). */
 void ev__beat_free_all(ev_pg *pg);

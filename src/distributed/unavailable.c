@@ -78,8 +78,8 @@ int ev_reduce_scatter_into(const ev_exec *ex, ev_pg *pg, ev_tensor *out, ev_tens
     return EV__NO_MPI("reduce_scatter");
 }
 
-int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_dist_work **work_out)
+int ev_barrier(const ev_exec *ex, ev_pg *pg, ev_tensor *token, ev_dist_work **work_out)
 {
-    (void)ex, (void)pg, (void)work_out;
+    (void)ex, (void)pg, (void)token, (void)work_out;
     return EV__NO_MPI("barrier");
 }

@@ -37,8 +37,8 @@ void ev__beat_send(ev_pg *pg, const ev__coll_desc *d)
 {
     pg->last[pg->rank] = *d;
     beat_reap(pg);
-    if (pg->size < 2 || pg->n_beats >= BEATS_MAX) {
-        return;
+    if (pg->size < 2 || (pg->n_beats >= BEATS_MAX && !d->skipped)) {
+        return; /* a skip is news the peers need: it always goes */
     }
     ev__beat *b = ev__malloc(sizeof *b + sizeof(MPI_Request) * (size_t)(pg->size - 1));
     if (!b) {
@@ -73,10 +73,17 @@ void ev__beat_drain(ev_pg *pg)
             return;
         }
         /* Messages of one sender arrive in order; keep the latest anyway. */
-        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < pg->size &&
-            d.seq > pg->last[st.MPI_SOURCE].seq) {
-            d.file[sizeof d.file - 1] = '\0';
+        if (st.MPI_SOURCE < 0 || st.MPI_SOURCE >= pg->size) {
+            continue;
+        }
+        d.file[sizeof d.file - 1] = '\0';
+        if (d.seq > pg->last[st.MPI_SOURCE].seq) {
             pg->last[st.MPI_SOURCE] = d;
+        }
+        if (d.skipped && !pg->peer_skipped) {
+            pg->peer_skipped = 1;
+            pg->skip = d;
+            pg->skip_rank = st.MPI_SOURCE;
         }
     }
 }

@@ -324,6 +324,43 @@ int ev_slice(ev_tensor *t, int dim, int64_t start, int64_t stop, int64_t step,
     return ev__tensor_alias(t, t->dtype, t->ndim, shape, strides, offset, out);
 }
 
+int ev_as_strided(ev_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                  int64_t offset, ev_tensor **out)
+{
+    int rc = ev__check_tensor("as_strided", "the tensor", t);
+    if (rc || (rc = ev__check_shape("as_strided", ndim, shape))) {
+        return rc;
+    }
+    if (!strides && ndim > 0) {
+        return ev__set_message(EV_EINVAL, "as_strided: strides is NULL");
+    }
+    int64_t capacity = (int64_t)(t->storage->nbytes / ev__dsize(t->dtype));
+    /* The lowest and highest element reached, with overflow checked: the
+     * shape check bounds the sizes, not the strides. */
+    int64_t lo = offset, hi = offset;
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) {
+        empty |= shape[d] == 0;
+        int64_t span;
+        if (shape[d] > 1 && __builtin_mul_overflow(shape[d] - 1, strides[d], &span)) {
+            return ev__set_message(EV_EINVAL, "as_strided: stride %lld of dimension %d "
+                                   "overflows", (long long)strides[d], d);
+        }
+        span = shape[d] > 1 ? span : 0;
+        if (__builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi)) {
+            return ev__set_message(EV_EINVAL, "as_strided: the view's extent overflows");
+        }
+    }
+    if (offset < 0 || offset > capacity || (!empty && (lo < 0 || hi >= capacity))) {
+        return ev__set_message(EV_EINVAL,
+                               "as_strided: the view reaches elements %lld to %lld of a storage "
+                               "of %lld elements (offset %lld)",
+                               (long long)lo, (long long)hi, (long long)capacity,
+                               (long long)offset);
+    }
+    return ev__tensor_alias(t, t->dtype, ndim, shape, strides, offset, out);
+}
+
 int ev_squeeze(ev_tensor *t, int dim, ev_tensor **out)
 {
     int rc = ev__check_tensor("squeeze", "the tensor", t);

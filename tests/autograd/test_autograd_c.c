@@ -110,6 +110,58 @@ static int after_accumulate(void *ctx, ev_tensor *leaf_t)
     return 0;
 }
 
+/* x = w * 1; x[1:3] *= 2 through a view; sum(x * x): the base's gradient
+ * goes through CopySlices, the view's elements doubled twice. Then
+ * z = zeros; z[0:2] = w[0:2] (ev_ag_assign_): z's graph starts there. */
+static void test_in_place_through_a_view(void)
+{
+    double wv[4] = {1, 2, 3, 4};
+    double ones[4] = {1, 1, 1, 1}, twos[2] = {2, 2};
+    int64_t four = 4, two = 2;
+    ev_tensor *w = leaf(4, wv), *one = tensor_from(EV_FLOAT64, 1, &four, ones);
+    ev_tensor *by2 = tensor_from(EV_FLOAT64, 1, &two, twos), *x, *v, *sq, *s;
+    CHECK_OK(ev_ag_binary(&EX, EV_OP_MUL, w, one, &x));
+    CHECK_OK(ev_ag_slice(&EX, x, 0, 1, 3, 1, &v));
+    CHECK_OK(ev_ag_binary_(&EX, EV_OP_MUL, v, by2));
+    CHECK_STR_CONTAINS(ev_ag_node_name(ev_ag_grad_fn(x)), "CopySlices");
+    CHECK_STR_CONTAINS(ev_ag_node_name(ev_ag_grad_fn(v)), "as_strided_backward");
+    CHECK_OK(ev_ag_binary(&EX, EV_OP_MUL, x, x, &sq));
+    CHECK_OK(ev_ag_reduce(&EX, EV_REDUCE_SUM, sq, 0, NULL, 0, &s));
+    CHECK_OK(ev_ag_backward(&EX, 1, &s, NULL, 0));
+    /* d/dw sum((c w)^2) = 2 c^2 w with c = 2 on the view's elements. */
+    double want[4] = {2, 16, 24, 8};
+    for (int i = 0; i < 4; i++) {
+        CHECK(grad_at(w, i) == want[i]);
+    }
+    ev_tensor_unref(s);
+    ev_tensor_unref(sq);
+    ev_tensor_unref(v);
+    ev_tensor_unref(x);
+    ev_tensor_unref(one);
+    ev_tensor_unref(by2);
+
+    ev_tensor *z, *part, *src, *zs;
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT64, 1, (int64_t[]){4}, &z));
+    CHECK_OK(ev_slice(z, 0, 0, 2, 1, &part));
+    CHECK_OK(ev_ag_slice(&EX, w, 0, 2, 4, 1, &src));
+    CHECK_OK(ev_ag_assign_(&EX, z, part, src));
+    CHECK(ev_ag_requires_grad(z) && !ev_ag_is_leaf(z));
+    CHECK_EQ(ev_ag_assign_(&EX, w, part, src), EV_EINVAL); /* not w's elements */
+    CHECK_STR_CONTAINS(ev_last_message(), "does not share");
+    CHECK_OK(ev_ag_set_grad(w, NULL));
+    CHECK_OK(ev_ag_reduce(&EX, EV_REDUCE_SUM, z, 0, NULL, 0, &zs));
+    CHECK_OK(ev_ag_backward(&EX, 1, &zs, NULL, 0));
+    double want2[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        CHECK(grad_at(w, i) == want2[i]);
+    }
+    ev_tensor_unref(zs);
+    ev_tensor_unref(src);
+    ev_tensor_unref(part);
+    ev_tensor_unref(z);
+    ev_tensor_unref(w);
+}
+
 static void test_hooks(void)
 {
     double xv[1] = {1};
@@ -192,6 +244,7 @@ int main(void)
     RUN_TEST(test_mul_sum_backward);
     RUN_TEST(test_grad_of_leaves_grad_alone);
     RUN_TEST(test_modified_saved_tensor_is_refused);
+    RUN_TEST(test_in_place_through_a_view);
     RUN_TEST(test_hooks);
     RUN_TEST(test_long_chain);
     RUN_TEST(test_grad_mode);

@@ -139,7 +139,7 @@ static void test_broadcast_gather_scatter(void)
     ev_tensor_unref(t);
 
     ev_dist_work *w = NULL;
-    CHECK_OK(ev_barrier(&EX, pg, &w));
+    CHECK_OK(ev_barrier(&EX, pg, NULL, &w));
     CHECK_OK(ev_dist_work_wait(w, NULL));
     ev_dist_work_unref(w);
 }

@@ -105,6 +105,21 @@ def test_lost_rank_raises_within_timeout(tmp_path, how):
     assert "the process group is unusable" in res["later"]
 
 
+def test_poisoned_input_fails_the_peers_at_once(tmp_path):
+    """A rank whose collective is skipped (its input poisoned by a failed
+    kernel) tells its peers, which raise at once instead of at the timeout."""
+    _skip_without_mpi()
+    results, proc = _mpirun(tmp_path, 2, "faults.py", "poison", keep_going=True,
+                            env=_env(EAGERVM_COLLECTIVE_TIMEOUT="60"), timeout=60)
+    assert sorted(results) == [0, 1], proc.stdout + proc.stderr
+    r0, r1 = results[0], results[1]
+    assert r1["error"].startswith("IndexError: take failed"), r1["error"]
+    assert r0["elapsed"] < 10, r0["elapsed"]
+    where = f"all_reduce float32[1] op=sum at {r0['file']}:{r0['line']}"
+    assert f"rank 0: collective 2 ({where}) cannot complete: rank 1 skipped collective 2 " \
+        f"({where}) because its input was poisoned" in r0["error"], r0["error"]
+
+
 def test_single_process_without_mpirun(tmp_path):
     """A singleton MPI world (no mpirun): world size 1, collectives are
     identities."""

@@ -188,6 +188,33 @@ static void test_write_through_view(void)
     ev_tensor_unref(x);
 }
 
+static void test_as_strided(void)
+{
+    /* Any layout over the storage: a column of x's second matrix, read
+     * backwards, and the whole storage flat. */
+    ev_tensor *x = arange24(), *col, *flat, *bad;
+    CHECK_OK(ev_as_strided(x, 1, SHAPE(3), (int64_t[]){-4}, 12 + 8 + 1, &col));
+    check_tensor(col, EV_FLOAT64, 1, SHAPE(3), VALS(21, 17, 13), 0);
+    CHECK(ev_tensor_obj(col) == ev_tensor_obj(x));
+    CHECK_OK(ev_as_strided(col, 2, SHAPE(4, 6), (int64_t[]){6, 1}, 0, &flat));
+    CHECK_EQ(ev_tensor_offset(flat), 0);
+    CHECK_EQ(ev_tensor_numel(flat), 24);
+    /* Elements outside the storage, on either side. */
+    CHECK_EQ(ev_as_strided(x, 1, SHAPE(3), (int64_t[]){-4}, 7, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "reaches elements -1 to 7 of a storage of 24");
+    CHECK_EQ(ev_as_strided(x, 2, SHAPE(5, 5), (int64_t[]){5, 1}, 0, &bad), EV_EINVAL);
+    CHECK_EQ(ev_as_strided(x, 1, SHAPE(3), (int64_t[]){INT64_MAX}, 0, &bad), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "overflows");
+    /* An empty view may sit at the storage's end. */
+    CHECK_OK(ev_as_strided(x, 1, SHAPE(0), (int64_t[]){1}, 24, &bad));
+    ev_tensor_unref(bad);
+    CHECK_EQ(ev_as_strided(x, 1, SHAPE(0), (int64_t[]){1}, 25, &bad), EV_EINVAL);
+    CHECK_EQ(ev_as_strided(x, 1, SHAPE(2), NULL, 0, &bad), EV_EINVAL);
+    ev_tensor_unref(flat);
+    ev_tensor_unref(col);
+    ev_tensor_unref(x);
+}
+
 static void test_squeeze_unsqueeze(void)
 {
     ev_tensor *x = tensor_from(EV_FLOAT32, 3, SHAPE(1, 3, 1), VALS(1, 2, 3));
@@ -773,6 +800,7 @@ int main(void)
     RUN_TEST(test_expand);
     RUN_TEST(test_slice);
     RUN_TEST(test_write_through_view);
+    RUN_TEST(test_as_strided);
     RUN_TEST(test_squeeze_unsqueeze);
     RUN_TEST(test_zero_d_and_empty);
     RUN_TEST(test_contiguous);

@@ -159,11 +159,12 @@ static PyObject *work_wait(PyObject *self, PyObject *args, PyObject *kwargs)
     return work_wait_impl((evpy_work *)self);
 }
 
-/* Waits for the outputs (sync points, which Ctrl-C interrupts), then for the
- * collective itself, whose failure it raises; True, or NULL raised. A
- * collective without outputs (a barrier) is polled in growing sleeps with
- * the GIL released, checking for signals between them: the engine's ticket
- * wait has no time limit to slice it with. */
+/* Waits for the outputs (sync points, which Ctrl-C interrupts; a barrier
+ * has a token), then for the collective itself, whose failure it raises;
+ * True, or NULL raised. The collective is done by then but for its last
+ * step (its outputs become ready as it ends): the rest is polled, in
+ * growing sleeps with the GIL released and signals checked between them,
+ * as the engine's ticket wait has no time limit to slice it with. */
 static PyObject *work_wait_impl(evpy_work *wk)
 {
     for (Py_ssize_t i = 0; wk->outputs && i < PyTuple_GET_SIZE(wk->outputs); i++) {
@@ -519,12 +520,29 @@ static PyObject *py_barrier(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     if (evpy_exec(&ex) != 0) {
         return NULL;
     }
-    ev_dist_work *w = NULL;
-    int rc = ev_barrier(&ex, pg, &w);
+    /* A token the barrier writes, so waits on it are the runtime's own
+     * (spin, then park; woken when it ends; Ctrl-C between slices). */
+    evpy_state *st = PyModule_GetState(mod);
+    ev_tensor *token = NULL;
+    int rc = ev_empty(&ex, EV_UINT8, 0, NULL, &token);
     if (rc) {
         return evpy_raise(rc);
     }
-    PyObject *work = finish(PyModule_GetState(mod), w, 1, NULL);
+    ev_dist_work *w = NULL;
+    rc = ev_barrier(&ex, pg, token, &w);
+    if (rc) {
+        ev_tensor_unref(token);
+        return evpy_raise(rc);
+    }
+    PyObject *tok = evpy_tensor_wrap(st, token);
+    PyObject *outs = tok ? PyTuple_Pack(1, tok) : NULL;
+    Py_XDECREF(tok);
+    if (!outs) {
+        ev_dist_work_unref(w);
+        return NULL;
+    }
+    PyObject *work = finish(st, w, 1, outs);
+    Py_DECREF(outs);
     if (!work || async_op) {
         return work;
     }
@@ -540,6 +558,8 @@ static PyObject *py_barrier(PyObject *mod, PyObject *const *args, Py_ssize_t nar
 
 /* ----------------------------------------------------------- registration */
 
+/* Their docs open with the public name's signature (not a text signature:
+ * the C names differ, so inspect would reject it). */
 #define DIST_FN(name, impl, doc) \
     {name, (PyCFunction)(void (*)(void))impl, METH_FASTCALL | METH_KEYWORDS, doc},
 
@@ -553,25 +573,25 @@ PyMethodDef evpy_distributed_methods[] = {
     {"_dist_rank", py_rank, METH_NOARGS, "This process's rank."},
     {"_dist_world_size", py_size, METH_NOARGS, "The number of ranks."},
     DIST_FN("_dist_all_reduce", py_all_reduce,
-            "all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False)\n--\n\n"
+            "all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False)\n\n"
             "Reduces tensor across every rank, in place. Returns None, or a Work with "
             "async_op=True.")
     DIST_FN("_dist_broadcast", py_broadcast,
-            "broadcast(tensor, src, group=None, async_op=False)\n--\n\n"
+            "broadcast(tensor, src, group=None, async_op=False)\n\n"
             "Copies rank src's tensor into every rank's tensor, in place.")
     DIST_FN("_dist_all_gather", py_all_gather,
-            "all_gather(tensor_list, tensor, group=None, async_op=False)\n--\n\n"
+            "all_gather(tensor_list, tensor, group=None, async_op=False)\n\n"
             "Fills tensor_list[r] with rank r's tensor, on every rank.")
     DIST_FN("_dist_all_gather_into_tensor", py_all_gather_into_tensor,
             "all_gather_into_tensor(output_tensor, input_tensor, group=None, "
-            "async_op=False)\n--\n\nWrites every rank's input_tensor, in rank order, into "
+            "async_op=False)\n\nWrites every rank's input_tensor, in rank order, into "
             "output_tensor (world size times its elements).")
     DIST_FN("_dist_reduce_scatter_tensor", py_reduce_scatter_tensor,
             "reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, "
-            "async_op=False)\n--\n\nReduces input across ranks and writes block `rank` of the "
+            "async_op=False)\n\nReduces input across ranks and writes block `rank` of the "
             "result (output's element count) into output.")
     DIST_FN("_dist_barrier", py_barrier,
-            "barrier(group=None, async_op=False, device_ids=None)\n--\n\n"
+            "barrier(group=None, async_op=False, device_ids=None)\n\n"
             "Waits until every rank reached it (with async_op=True, returns a Work).")
     {NULL},
 };

@@ -1007,17 +1007,30 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         PyErr_SetString(PyExc_TypeError, "tensor elements cannot be deleted");
         return -1;
     }
-    PyObject *both[2] = {self, value};
-    if (evpy_ag_refuse("assigning into a tensor, with a tensor that requires grad,", 2, both) !=
-        0) {
-        return -1;
-    }
     if (evpy_is_advanced_key(key)) {
+        PyObject *both[2] = {self, value};
+        if (evpy_ag_refuse("assigning through advanced indexing, with a tensor that requires "
+                           "grad,", 2, both) != 0) {
+            return -1;
+        }
         return evpy_setitem_advanced(self, key, value); /* indexing.c */
     }
     evpy_state *st = evpy_state_of_type(Py_TYPE(self));
     ev_tensor *t = evpy_tensor_get(self), *view;
-    if (!t || index_view(t, key, &view) != 0) {
+    if (!t) {
+        return -1;
+    }
+    /* Views made before t recorded would not see t's new graph. */
+    int value_tracks = evpy_tensor_check(value) && ev_ag_requires_grad(evpy_tensor_get(value));
+    if (value_tracks && ev_ag_is_grad_enabled() && !ev_ag_requires_grad(t) &&
+        ev_tensor_has_views(t)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "autograd: assigning a tensor that requires grad into a tensor that "
+                        "shares its elements with other views, made while it did not require "
+                        "grad, is not supported (assign into a clone(), or under no_grad())");
+        return -1;
+    }
+    if (index_view(t, key, &view) != 0) {
         return -1;
     }
     ev_exec ex;
@@ -1027,15 +1040,15 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     }
     int err;
     if (PyBool_Check(value)) {
-        err = ev_fill_(&ex, view, ev_scalar_bool(value == Py_True));
+        err = ev_ag_fill_(&ex, view, ev_scalar_bool(value == Py_True));
     } else if (PyLong_CheckExact(value)) {
         long long v = PyLong_AsLongLong(value);
         if (v == -1 && PyErr_Occurred()) {
             goto done;
         }
-        err = ev_fill_(&ex, view, ev_scalar_int(v));
+        err = ev_ag_fill_(&ex, view, ev_scalar_int(v));
     } else if (PyFloat_CheckExact(value)) {
-        err = ev_fill_(&ex, view, ev_scalar_float(PyFloat_AS_DOUBLE(value)));
+        err = ev_ag_fill_(&ex, view, ev_scalar_float(PyFloat_AS_DOUBLE(value)));
     } else {
         ev_tensor *src;
         int owned;
@@ -1047,7 +1060,7 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
          * [[1, 2]]); a squeezed view keeps the same storage. */
         while (ev_tensor_ndim(src) > ev_tensor_ndim(view) && ev_tensor_shape(src)[0] == 1) {
             ev_tensor *sq;
-            if ((err = ev_squeeze(src, 0, &sq)) != 0) {
+            if ((err = ev_ag_squeeze(&ex, src, 0, &sq)) != 0) {
                 break;
             }
             if (owned) {
@@ -1056,7 +1069,8 @@ static int tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
             src = sq;
             owned = 1;
         }
-        err = err ? err : ev_copy_(&ex, view, src);
+        /* base[key] = src: records when either side requires grad. */
+        err = err ? err : ev_ag_assign_(&ex, t, view, src);
         if (owned) {
             ev_tensor_unref(src);
         }

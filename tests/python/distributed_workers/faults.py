@@ -6,6 +6,8 @@ must raise instead of hanging. argv: out_dir, scenario.
   exit / kill  (short EAGERVM_COLLECTIVE_TIMEOUT): rank 1 dies (os._exit or
           SIGKILL) after one collective; rank 0's next one must raise within
           the timeout, naming rank 1 and its last collective.
+  poison  rank 1's input to a collective is poisoned (a kernel failed), so
+          it skips the collective; rank 0 must raise at once, naming it.
 Each surviving rank writes rank<r>.json: what it saw."""
 import json
 import os
@@ -67,6 +69,26 @@ def lost_peer(rank, world, how):
     return {"error": error, "line": line, "elapsed": elapsed, "later": later}
 
 
+def poisoned(rank, world):
+    """Rank 1's input comes from a kernel that fails: its all_reduce is
+    skipped there, and rank 0 must hear of it at once, not at the timeout."""
+    t = ev.ones(4)
+    dist.all_reduce(t)
+    t.numpy()
+    x = ev.ones(1)
+    if rank == 1:
+        x = ev.take(ev.arange(4.0, dtype=ev.float32), ev.tensor([7]))
+    line = sys._getframe().f_lineno + 2
+    start = time.monotonic()
+    dist.all_reduce(x)
+    try:
+        x.numpy()
+        error = None
+    except (RuntimeError, IndexError) as e:
+        error = f"{type(e).__name__}: {e}"
+    return {"error": error, "line": line, "elapsed": time.monotonic() - start}
+
+
 if __name__ == "__main__":
     out_dir, scenario = sys.argv[1], sys.argv[2]
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -75,6 +97,8 @@ if __name__ == "__main__":
         world = dist.get_world_size()
         if scenario == "desync":
             result = desync(rank, world)
+        elif scenario == "poison":
+            result = poisoned(rank, world)
         else:
             result = lost_peer(rank, world, scenario)
     except BaseException:  # noqa: BLE001
@@ -84,5 +108,9 @@ if __name__ == "__main__":
         json.dump(result, f)
     sys.stdout.flush()
     sys.stderr.flush()
+    if scenario == "poison":
+        # As a program that stops at its error: a non-zero status, which
+        # mpirun (with orte_abort_on_non_zero_status 0) lets the peer outlive.
+        os._exit(3)
     if scenario != "desync":
         os._exit(0)  # MPI cannot finalise without the lost peer
