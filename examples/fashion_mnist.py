@@ -3,6 +3,8 @@
 on its own worker thread.
 
     python3 examples/fashion_mnist.py [--epochs 5] [--out DIR] [--save CKPT] [--resume CKPT]
+    mpirun --allow-run-as-root --oversubscribe -np 2 /usr/bin/python3 \
+        examples/fashion_mnist.py --distributed
 
 The data are the real Fashion-MNIST IDX files of Debian's
 dataset-fashion-mnist package, read by eagervm.datasets.mnist. The model is
@@ -32,6 +34,19 @@ initial weights and of each epoch's flip coins. Each epoch's permutation is
 eagervm.randperm from a counter-based generator, issued on the loader's
 worker (its values depend only on the seed and the call order, so runs
 repeat). Everything done per batch is eagervm ops.
+
+--distributed trains data-parallel over eagervm.distributed, one process a
+rank (start it with mpirun): the model is wrapped in
+nn.parallel.DistributedDataParallel (gradients averaged over the ranks,
+bucket by bucket while backward goes on), and each rank takes every
+world-size-th index of the epoch's permutation (datasets.DistributedSampler;
+the permutation and the coin flips are the same on every rank) in batches of
+batch-size / world-size, so that the ranks' k-th batches together are the
+one-process run's k-th batch: the same global batch, the same steps and
+learning rates. Each rank computes on one core (EAGERVM_INTRAOP_THREADS,
+OPENBLAS_NUM_THREADS and OMP_NUM_THREADS default to 1); rank 0 prints the
+progress, the accuracy and the throughput (global samples/s), and alone
+writes the checkpoint and the profile.
 """
 import argparse
 import os
@@ -42,11 +57,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _CHECKOUT = os.path.normpath(os.path.join(HERE, "..", "python"))
 if os.path.isdir(os.path.join(_CHECKOUT, "eagervm")):
     sys.path.insert(0, _CHECKOUT)  # run from a checkout: use its in-place build
+if __name__ == "__main__" and "--distributed" in sys.argv:
+    # One core a rank: read by eagervm and OpenBLAS when they start, so set
+    # before the imports.
+    for _var in ("EAGERVM_INTRAOP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import eagervm as ev  # noqa: E402  (first: it tunes OpenBLAS before NumPy loads it)
 import numpy as np  # noqa: E402
 from eagervm import nn, optim  # noqa: E402
-from eagervm.datasets import mnist  # noqa: E402
+from eagervm.datasets import DistributedSampler, mnist  # noqa: E402
+
+import eagervm.distributed as dist  # noqa: E402  (initialises nothing)
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's pixel mean and std (after / 255)
 SIDE = 28
@@ -68,13 +90,22 @@ class MLP:
     """784-256-10, ReLU, softmax cross-entropy, SGD with momentum: an
     nn.Sequential trained by autograd and optim.SGD."""
 
-    def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9, steps=1):
+    def __init__(self, rng, hidden=256, lr=0.05, momentum=0.9, steps=1, distributed=False,
+                 bucket_cap_mb=25):
         self.net = nn.Sequential(nn.Linear(PIXELS, hidden), nn.ReLU(),
                                  nn.Linear(hidden, CLASSES))
         init = initial_weights(rng, hidden)
         with ev.no_grad():
             for p, a in zip(self.net.parameters(), (init[0].T, init[1], init[2].T, init[3])):
                 p.copy_(ev.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+        # The checkpoint keeps the bare model's names, distributed or not.
+        self.bare = self.net
+        if distributed:
+            # The default cap (25 MB) makes the whole 0.8 MB model one
+            # bucket, reduced once backward is over: here one collective a
+            # step costs less than the overlap of smaller buckets gains (0.01
+            # MB gives (layer 2), (layer 1's bias), (layer 1's weight)).
+            self.net = nn.parallel.DistributedDataParallel(self.net, bucket_cap_mb=bucket_cap_mb)
         self.loss_fn = nn.CrossEntropyLoss()
         self.opt = optim.SGD(self.net.parameters(), lr=lr, momentum=momentum)
         # From lr down to 0 at the last step.
@@ -103,11 +134,11 @@ class MLP:
         return correct.item() / images.shape[0]
 
     def state_dict(self):
-        return {"model": self.net.state_dict(), "optim": self.opt.state_dict(),
+        return {"model": self.bare.state_dict(), "optim": self.opt.state_dict(),
                 "sched": self.sched.state_dict()}
 
     def load_state_dict(self, state):
-        self.net.load_state_dict(state["model"])
+        self.bare.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optim"])
         self.sched.load_state_dict(state["sched"])
 
@@ -122,22 +153,34 @@ class Loader:
     """Issues the input pipeline of each batch on its own worker thread.
 
     The table holds each training image's raw pixels next to its one-hot
-    label, (N, 784 + 10), so one row gather fetches both."""
+    label, (N, 784 + 10), so one row gather fetches both.
 
-    def __init__(self, images, labels, batch_size, rng, prefetch=2, thread=None, seed=0):
+    With world_size > 1 it yields this rank's share of each global batch of
+    batch_size: batch_size / world_size rows (see the module's docstring)."""
+
+    def __init__(self, images, labels, batch_size, rng, prefetch=2, thread=None, seed=0,
+                 rank=0, world_size=1):
+        if batch_size % world_size:
+            raise ValueError(f"Loader: the batch size {batch_size} is not a multiple of the "
+                             f"{world_size} ranks")
         self.thread = thread or ev.asyncs.Thread()
-        self.batch_size = batch_size
+        self.global_batch = batch_size
+        self.batch_size = batch_size // world_size  # this rank's rows a batch
+        self.rank, self.world_size = rank, world_size
         self.rng = rng
         self.gen = ev.Generator(seed=seed)  # each epoch's permutation
         self.n = images.shape[0]
         self.batches = self.n // batch_size  # the last partial batch is dropped
+        # Every rank draws the same permutation from gen and takes its share.
+        self.sampler = DistributedSampler(self.n, world_size, rank, generator=self.gen,
+                                          drop_last=True) if world_size > 1 else None
         with ev.asyncs.thread(self.thread):
             self.table = ev.empty(self.n, PIXELS + CLASSES)
             self.table[:, :PIXELS] = images
             self.table[:, PIXELS:] = one_hot(labels)
             # The ring of slots the training step reads from.
-            self.slots = [(ev.empty(batch_size, PIXELS), ev.empty(batch_size, CLASSES),
-                           ev.empty(batch_size, dtype=ev.int64))
+            b = self.batch_size
+            self.slots = [(ev.empty(b, PIXELS), ev.empty(b, CLASSES), ev.empty(b, dtype=ev.int64))
                           for _ in range(prefetch + 1)]
         self.prefetch = prefetch
         self.use_index_select = hasattr(ev, "index_select") and \
@@ -160,11 +203,14 @@ class Loader:
     def epoch(self):
         """Yields (x, y, target) for each batch of one shuffled epoch,
         issuing the pipeline `prefetch` batches ahead of what it yields."""
-        flips = self.rng.random(self.batches * self.batch_size) < 0.5
+        flips = self.rng.random(self.batches * self.global_batch) < 0.5
+        if self.sampler:
+            flips = flips[self.rank::self.world_size]  # the coins of this rank's positions
         with ev.asyncs.thread(self.thread):
             # One-off per epoch: the permutation (computed on the loader's
             # worker, no sync) and the coin flips, as tensors.
-            order_t = ev.randperm(self.n, generator=self.gen)
+            order_t = self.sampler.indices() if self.sampler else \
+                ev.randperm(self.n, generator=self.gen)
             flips_t = ev.from_numpy(flips.astype(np.float32)).reshape(-1, 1)
         # Only the row-by-row fallback needs the order on the host (a sync).
         order = None if self.use_index_select else order_t.tolist()
@@ -238,17 +284,25 @@ class Progress:
 
 def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentum=0.9,
           seed=0, prefetch=2, profile_epoch=None, progress=True, out=sys.stdout, save=None,
-          resume=None, stop_after=None):
+          resume=None, stop_after=None, distributed=False, bucket_cap_mb=25):
     """Trains an MLP; returns (model, history, prof). history: one dict per
     epoch trained here (loss: mean training loss, seconds, samples_per_s).
     prof: the eagervm profile of epoch `profile_epoch` (0-based), or None.
     save: a checkpoint path written after each epoch; resume: one to start
     from (its epochs count towards `epochs`); stop_after: leave after that
-    many epochs of this call (as an interrupted run would)."""
+    many epochs of this call (as an interrupted run would). distributed:
+    this process is one rank of eagervm.distributed (initialised), training
+    its share of each batch of batch_size; only rank 0 shows progress and
+    saves; mean losses are over all ranks."""
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     rng = np.random.default_rng(seed)
-    loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch, seed=seed)
+    loader = Loader(train_images, train_labels, batch_size, rng, prefetch=prefetch, seed=seed,
+                    rank=rank, world_size=world)
     steps = epochs * loader.batches
-    model = MLP(rng, lr=lr, momentum=momentum, steps=steps)
+    model = MLP(rng, lr=lr, momentum=momentum, steps=steps, distributed=distributed,
+                bucket_cap_mb=bucket_cap_mb)
+    save = save if rank == 0 else None
+    progress = progress and rank == 0
     first = 0
     if resume:
         ckpt = ev.load(resume)
@@ -279,6 +333,8 @@ def train(train_images, train_labels, epochs=5, batch_size=128, lr=0.05, momentu
                 rate = (k + 1) * batch_size / (time.perf_counter() - t0)
                 bar.show(epoch, k, (s - seen_loss) / (k + 1 - seen_batches), rate)
                 seen_loss, seen_batches = s, k + 1
+        if distributed:
+            dist.all_reduce(total, op=dist.ReduceOp.AVG)  # the mean over the ranks' shards
         mean_loss = total.item() / loader.batches
         secs = time.perf_counter() - t0
         if prof is not None and epoch == profile_epoch:
@@ -310,8 +366,27 @@ def main(argv=None):
                     help="write a checkpoint (safetensors) there after each epoch")
     ap.add_argument("--resume", default=None, metavar="CKPT",
                     help="continue from a checkpoint that --save wrote")
+    ap.add_argument("--distributed", action="store_true",
+                    help="one rank of a data-parallel run (start with mpirun -np N)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25,
+                    help="--distributed: the gradient bucket size (default %(default)s)")
     args = ap.parse_args(argv)
+    rank = 0
+    if args.distributed:
+        if not dist.is_available():
+            sys.exit("fashion_mnist: --distributed needs eagervm.distributed (a build with MPI)")
+        dist.init_process_group()
+        rank = dist.get_rank()
+        if rank:  # rank 0 alone speaks
+            sys.stdout = open(os.devnull, "w")
+    try:
+        return run(args)
+    finally:
+        if args.distributed:
+            dist.destroy_process_group()
 
+
+def run(args):
     t_start = time.perf_counter()
     try:
         train_x, train_y = mnist.load_fashion_mnist("train", args.data)
@@ -322,18 +397,25 @@ def main(argv=None):
         train_x, train_y = train_x[:args.limit], train_y[:args.limit]
     print(f"Fashion-MNIST: {train_x.shape[0]} training and {test_x.shape[0]} test images "
           f"(read in {time.perf_counter() - t_start:.1f} s)")
+    if args.distributed:
+        world = dist.get_world_size()
+        print(f"data-parallel on {world} ranks: {args.batch_size // world} images a rank a "
+              f"batch (global batch {args.batch_size})")
     pe = args.epochs if args.profile_epoch is None else args.profile_epoch
     model, history, prof = train(train_x, train_y, args.epochs, args.batch_size, args.lr,
                                  args.momentum, args.seed, args.prefetch,
                                  profile_epoch=pe - 1 if pe else None, save=args.save,
-                                 resume=args.resume)
+                                 resume=args.resume, distributed=args.distributed,
+                                 bucket_cap_mb=args.bucket_cap_mb)
+    if args.distributed and dist.get_rank():
+        return None  # the weights are the same on every rank: rank 0 alone tests them
     acc = model.accuracy(test_x, test_y)
     print(f"test accuracy: {acc:.4f} after {args.epochs} epochs")
     if history:
         secs = sum(h["seconds"] for h in history)
         samples = sum(h["samples_per_s"] * h["seconds"] for h in history)
         print(f"training throughput: {samples / secs:,.0f} samples/s ({secs:.1f} s for "
-              f"{len(history)} epochs of {int(samples) // len(history)} samples)")
+              f"{len(history)} epochs of {round(samples / len(history))} samples)")
     if args.save:
         print(f"checkpoint: {os.path.abspath(args.save)}")
     if prof is not None:

@@ -6,9 +6,10 @@
 
 Layers are Modules holding parameters (leaf Tensors that require grad, see
 nn.Parameter) and compose eagervm's differentiable ops; nn.functional has
-them as functions and nn.init PyTorch's initialisations.
+them as functions and nn.init PyTorch's initialisations; nn.parallel has
+DistributedDataParallel (over eagervm.distributed).
 """
-from . import functional, init
+from . import functional, init, parallel
 from .container import ModuleList, Sequential
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Sigmoid, Softmax, Tanh
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
@@ -17,4 +18,4 @@ from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax",
            "Dropout", "LayerNorm", "Embedding", "Sequential", "ModuleList", "CrossEntropyLoss",
-           "MSELoss", "NLLLoss", "functional", "init"]
+           "MSELoss", "NLLLoss", "functional", "init", "parallel"]
