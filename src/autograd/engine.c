@@ -25,7 +25,7 @@ typedef struct walk {
     bool grad_of;       /* ev_ag_grad_of: capture, never accumulate */
     size_t cap, count;
     entry *slots;
-    ev_ag_node **heap;  /* ready nodes, by seq (largest first) */
+    ev_ag_node **heap;  /* ready nodes, by priority() (largest first) */
     size_t heap_n;
 } walk;
 
@@ -89,12 +89,22 @@ static entry *find_or_add(walk *w, ev_ag_node *n, bool *added)
     return e;
 }
 
+/* The order ready nodes run in: latest made first, but a leaf's
+ * accumulator as soon as it is ready (as PyTorch ranks AccumulateGrad), so
+ * post-accumulate hooks fire while backward goes on (data-parallel training
+ * starts its all-reduces there). Made early, an accumulator would run last
+ * otherwise: a leaf keeps it from the first step on. */
+static uint64_t priority(const ev_ag_node *n)
+{
+    return n->fn->backward ? n->seq : UINT64_MAX;
+}
+
 static void heap_push(walk *w, ev_ag_node *n)
 {
     size_t i = w->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (w->heap[p]->seq >= n->seq) {
+        if (priority(w->heap[p]) >= priority(n)) {
             break;
         }
         w->heap[i] = w->heap[p];
@@ -113,10 +123,10 @@ static ev_ag_node *heap_pop(walk *w)
         if (c >= w->heap_n) {
             break;
         }
-        if (c + 1 < w->heap_n && w->heap[c + 1]->seq > w->heap[c]->seq) {
+        if (c + 1 < w->heap_n && priority(w->heap[c + 1]) > priority(w->heap[c])) {
             c++;
         }
-        if (w->heap[c]->seq <= last->seq) {
+        if (priority(w->heap[c]) <= priority(last)) {
             break;
         }
         w->heap[i] = w->heap[c];

@@ -575,6 +575,29 @@ def test_a_saved_view_changed_through_another_is_caught():
         (y.sum() + x.sum()).backward()
 
 
+def test_a_leafs_accumulator_runs_as_soon_as_its_gradient_is_complete():
+    # Data-parallel training starts a bucket's all-reduce from the
+    # post-accumulate hook: it must fire while backward goes on, also when
+    # the accumulator was made in an earlier step (kept alive by that
+    # step's graph here), not after the rest of the walk.
+    x = ev.randn(4, 3)
+    w1, w2 = ev.randn(3, 3, requires_grad=True), ev.randn(3, 2, requires_grad=True)
+    order = []
+    w2.register_post_accumulate_grad_hook(lambda t: order.append("w2 accumulated"))
+
+    def step():
+        h1 = x @ w1
+        h1.register_hook(lambda g: order.append("h1 gradient"))
+        return (h1 @ w2).sum()
+
+    earlier = step()
+    earlier.backward(retain_graph=True)
+    order.clear()
+    step().backward()
+    assert order == ["w2 accumulated", "h1 gradient"]
+    del earlier
+
+
 # ------------------------------------------------------ where backward runs
 
 def test_backward_runs_on_the_forward_ops_thread():
