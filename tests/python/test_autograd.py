@@ -738,7 +738,7 @@ def test_linear_weight_gradient_arrives_contiguous():
     w = ev.randn(3, 5, requires_grad=True)
     (x @ w.T).sum().backward()
     assert w.grad.is_contiguous()
-    np.testing.assert_allclose(w.grad.numpy(), np.ones((8, 3)).T @ x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), np.ones((8, 3)).T @ x.numpy(), rtol=1e-5, atol=1e-6)  # float32 sums
 
 
 def test_grad_never_aliases_another_tensor():
