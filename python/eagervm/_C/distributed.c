@@ -264,6 +264,22 @@ static PyObject *finish(evpy_state *st, ev_dist_work *w, int async_op, PyObject 
     return (PyObject *)wk;
 }
 
+/* finish() for a collective just issued on one output tensor object (rc:
+ * the issue's result; w is taken either way). */
+static PyObject *finish_one(PyObject *mod, int rc, ev_dist_work *w, int async_op,
+                            PyObject *output)
+{
+    if (rc) {
+        ev_dist_work_unref(w);
+        return evpy_raise(rc);
+    }
+    PyObject *outs = PyTuple_Pack(1, output);
+    PyObject *r = outs ? finish(PyModule_GetState(mod), w, async_op, outs)
+                       : (ev_dist_work_unref(w), NULL);
+    Py_XDECREF(outs);
+    return r;
+}
+
 /* ------------------------------------------------------------ collectives */
 
 static int parse_op(const char *fn, PyObject *obj, int *op)
@@ -315,14 +331,7 @@ static PyObject *py_all_reduce(PyObject *mod, PyObject *const *args, Py_ssize_t 
     }
     ev_dist_work *w = NULL;
     int rc = ev_all_reduce_(&ex, pg, t, op, &w);
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    PyObject *outs = PyTuple_Pack(1, a[0]);
-    PyObject *r = outs ? finish(PyModule_GetState(mod), w, async_op, outs)
-                       : (ev_dist_work_unref(w), NULL);
-    Py_XDECREF(outs);
-    return r;
+    return finish_one(mod, rc, w, async_op, a[0]);
 }
 
 static PyObject *py_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
@@ -350,14 +359,7 @@ static PyObject *py_broadcast(PyObject *mod, PyObject *const *args, Py_ssize_t n
     }
     ev_dist_work *w = NULL;
     int rc = ev_broadcast_(&ex, pg, t, (int)src, &w);
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    PyObject *outs = PyTuple_Pack(1, a[0]);
-    PyObject *r = outs ? finish(PyModule_GetState(mod), w, async_op, outs)
-                       : (ev_dist_work_unref(w), NULL);
-    Py_XDECREF(outs);
-    return r;
+    return finish_one(mod, rc, w, async_op, a[0]);
 }
 
 /* all_gather_into_tensor and reduce_scatter_tensor: (output, input[, op]). */
@@ -391,14 +393,7 @@ static PyObject *gather_scatter(PyObject *mod, int scatter, PyObject *const *arg
     int rc = scatter ? ev_reduce_scatter_into(&ex, pg, out, src, op, &w)
                      : ev_all_gather_into(&ex, pg, out, src, &w);
     ev_tensor_unref(src);
-    if (rc) {
-        return evpy_raise(rc);
-    }
-    PyObject *outs = PyTuple_Pack(1, a[0]);
-    PyObject *r = outs ? finish(PyModule_GetState(mod), w, async_op, outs)
-                       : (ev_dist_work_unref(w), NULL);
-    Py_XDECREF(outs);
-    return r;
+    return finish_one(mod, rc, w, async_op, a[0]);
 }
 
 static PyObject *py_all_gather_into_tensor(PyObject *mod, PyObject *const *args,
