@@ -346,23 +346,52 @@ static int transpose_dim(const ev__iter *it, ev_dtype dd, ev_dtype sd)
     return -1;
 }
 
+/* The iteration of a copy of src (broadcast to dst's shape) into dst, and
+ * whether it transposes. False for an empty copy. */
+static bool plan_copy(copy_job *j, ev_tensor *dst, ev_tensor *src)
+{
+    ev_tensor *ops[2] = {dst, src};
+    j->dt[0] = dst->dtype;
+    j->dt[1] = src->dtype;
+    ev__iter_init_by_output(&j->it, 2, ops);
+    if (j->it.numel == 0) {
+        return false;
+    }
+    j->tdim = transpose_dim(&j->it, j->dt[0], j->dt[1]);
+    return true;
+}
+
+static void run_copy(copy_job *j)
+{
+    int64_t len = j->it.shape[j->it.ndim - 1];
+    int64_t per = j->it.numel / len * (int64_t)ev__dsize(j->dt[0]); /* bytes a slice writes */
+    int64_t grain_bytes = j->tdim >= 0 ? TRANSPOSE_GRAIN_BYTES : COPY_GRAIN_BYTES;
+    /* (The pool's chunks are multiples of 64 slices: when they cut along
+     * tdim, each still holds whole tiles.) */
+    ev__parallel_for(len, (grain_bytes + per - 1) / per, copy_chunk, j);
+}
+
 static int copy_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
     copy_arg *a = p;
-    ev_tensor *ops[2] = {a->dst, a->src};
-    copy_job j = {.dt = {a->dst->dtype, a->src->dtype}};
-    ev__iter_init_by_output(&j.it, 2, ops);
-    if (j.it.numel == 0) {
-        return 0;
+    copy_job j;
+    if (plan_copy(&j, a->dst, a->src)) {
+        run_copy(&j);
     }
-    j.tdim = transpose_dim(&j.it, j.dt[0], j.dt[1]);
-    int64_t len = j.it.shape[j.it.ndim - 1];
-    int64_t per = j.it.numel / len * (int64_t)ev__dsize(j.dt[0]); /* bytes a slice writes */
-    int64_t grain_bytes = j.tdim >= 0 ? TRANSPOSE_GRAIN_BYTES : COPY_GRAIN_BYTES;
-    /* (The pool's chunks are multiples of 64 slices: when they cut along
-     * tdim, each still holds whole tiles.) */
-    ev__parallel_for(len, (grain_bytes + per - 1) / per, copy_chunk, &j);
+    return 0;
+}
+
+/* A large strided copy planned at issue: only its iteration (pointers and
+ * strides) travels, as a dense copy's pointers do (below), so an output the
+ * program drops at once (x.T.contiguous() in a loop) leaves its block to the
+ * stream's next large allocation instead of holding it until the worker
+ * gets there. (The iteration does not fit inline: worth its allocation only
+ * for copies large enough for that reuse.) */
+static int planned_copy_kernel(void *p, ev_kctx *kc)
+{
+    (void)kc;
+    run_copy(p);
     return 0;
 }
 
@@ -412,6 +441,14 @@ int ev__copy(const ev_exec *ex, const char *name, ev_tensor *dst, ev_tensor *src
         dense_copy_arg d = {ev__tensor_ptr(dst), ev__tensor_ptr(a.src), dst->numel, dst->dtype,
                             a.src->dtype};
         rc = ev__submit(ex, name, dense_copy_kernel, &d, sizeof d, NULL, &a.src, 1, &a.dst, 1);
+        copy_drop(&a);
+        return rc;
+    }
+    if ((size_t)dst->numel * ev__dsize(dst->dtype) >= EV__REUSE_MIN) {
+        copy_job j;
+        rc = plan_copy(&j, a.dst, a.src)
+                 ? ev__submit(ex, name, planned_copy_kernel, &j, sizeof j, NULL, &a.src, 1, &a.dst, 1)
+                 : 0;
         copy_drop(&a);
         return rc;
     }
