@@ -16,7 +16,8 @@ The cases come from each row's `bench` column: `elementwise` runs the op at
 ops) with one operand broadcast along a row; `reduction` reduces 1K and 1M
 elements over everything, along rows and along columns. Inputs are drawn from the row's
 input domain, in float32 when the row's rule accepts floats, else in int64.
-Each repeat runs a batch of the op (200 at 1K, 5 at 1M) in eagervm, NumPy
+Each repeat runs a batch of the op (200 at 1K, 5 at 1M, more when that
+would take under a millisecond) in eagervm, NumPy
 and PyTorch, one after the other, so a slow minute of a shared machine hits
 all three; eagervm's batch ends in a sync (synchronize()), so it measures
 the work, not only its issue. One line
@@ -365,8 +366,9 @@ def measure(case, repeats):
     run_ev, run_np, run_t, moved = case.make()
     runs = [r for r in (run_ev, run_np, run_t) if r is not None]
     syncs = [ev.synchronize] + [None] * (len(runs) - 1)
+    warm = []
     for fn, sync in zip(runs, syncs):
-        _time(fn, 2, sync)  # warm-up: allocator caches, lazy imports, page faults
+        warm.append(_time(fn, 2, sync))  # warm-up: allocator caches, lazy imports, page faults
         # The process's first case also warms the process: for 0.2 s each
         # peer (the first case of a run used to measure 50x slow).
         t0 = time.perf_counter()
@@ -374,6 +376,11 @@ def measure(case, repeats):
             _time(fn, 20, sync)
     _warmed_up = True
     inner = 200 if case.size == "1K" else 5
+    # A batch of at least about a millisecond for every peer: a 1M case that
+    # is a no-op (contiguous() of a contiguous tensor) would otherwise time
+    # 5 calls of 0.1 us, below the timer's and the final sync's grain.
+    fastest = max(min(warm), 1e-9)
+    inner = max(inner, min(20000, int(1e-3 / fastest)))
     times = [[] for _ in runs]
     for _ in range(repeats):
         for k, fn in enumerate(runs):  # alternate the peers within each repeat
