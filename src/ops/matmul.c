@@ -291,7 +291,16 @@ static int sgemm_own(int64_t n, int64_t k, int64_t m, const float *A, int64_t as
 /* ------------------------------------------------------------ instruction */
 
 typedef struct mm_arg {
-    ev_tensor *a, *b, *out;  /* all referenced; a and b have out's dtype */
+    ev_tensor *a, *b;        /* referenced; both have the output's dtype */
+    /* The output by value, not referenced: the engine keeps its storage
+     * until the kernel ran, and a product the program drops at once then
+     * leaves its block to the stream's next allocation (stream-ordered
+     * reuse) instead of holding it until the worker gets there. */
+    char *out_ptr;
+    ev_dtype out_dtype;
+    int out_ndim;
+    int64_t out_numel;
+    int64_t out_shape[EV_MAX_DIMS];
     int64_t n, k, m;
     int a1d, b1d;            /* operand was 1-D (promoted to a row/column) */
     int use_blas;            /* float dtype and BLAS available */
@@ -304,7 +313,6 @@ static void mm_drop(void *p)
     mm_arg *a = p;
     ev_tensor_unref(a->a);
     ev_tensor_unref(a->b);
-    ev_tensor_unref(a->out);
 }
 
 /* Matrix strides (elements) of operand t: the last two dims, or a 1-D
@@ -430,15 +438,15 @@ static int mm_kernel(void *p, ev_kctx *kc)
 {
     (void)kc;
     mm_arg *a = p;
-    const ev_tensor *o = a->out, *ta = a->a, *tb = a->b;
-    if (o->numel == 0) {
+    const ev_tensor *ta = a->a, *tb = a->b;
+    if (a->out_numel == 0) {
         return 0;
     }
-    ev_dtype dt = o->dtype;
+    ev_dtype dt = a->out_dtype;
     int64_t esz = (int64_t)ev__dsize(dt);
     /* Batch dimensions: the output's leading ones; each operand's own batch
      * dims align at the right, and a size-1 or missing one broadcasts. */
-    int nb = o->ndim - (a->a1d ? 0 : 1) - (a->b1d ? 0 : 1);
+    int nb = a->out_ndim - (a->a1d ? 0 : 1) - (a->b1d ? 0 : 1);
     int64_t sa[EV_MAX_DIMS] = {0}, sb[EV_MAX_DIMS] = {0};
     int nba = a->a1d ? 0 : ta->ndim - 2, nbb = a->b1d ? 0 : tb->ndim - 2;
     for (int i = 0; i < nba; i++) {
@@ -451,10 +459,10 @@ static int mm_kernel(void *p, ev_kctx *kc)
     }
     int64_t nbatch = 1;
     for (int d = 0; d < nb; d++) {
-        nbatch *= o->shape[d];
+        nbatch *= a->out_shape[d];
     }
     /* An empty operand (k == 0) has no storage block: never offset it. */
-    char *A = ev__tensor_ptr(ta), *B = ev__tensor_ptr(tb), *C = ev__tensor_ptr(o);
+    char *A = ev__tensor_ptr(ta), *B = ev__tensor_ptr(tb), *C = a->out_ptr;
     int64_t idx[EV_MAX_DIMS] = {0}, offa = 0, offb = 0;
     int64_t cstep = a->n * a->m * esz;
     for (int64_t bi = 0; bi < nbatch; bi++) {
@@ -462,11 +470,11 @@ static int mm_kernel(void *p, ev_kctx *kc)
         for (int d = nb - 1; d >= 0; d--) {
             offa += sa[d];
             offb += sb[d];
-            if (++idx[d] < o->shape[d]) {
+            if (++idx[d] < a->out_shape[d]) {
                 break;
             }
-            offa -= sa[d] * o->shape[d];
-            offb -= sb[d] * o->shape[d];
+            offa -= sa[d] * a->out_shape[d];
+            offb -= sb[d] * a->out_shape[d];
             idx[d] = 0;
         }
     }
@@ -589,13 +597,14 @@ int ev_matmul(const ev_exec *ex, ev_tensor *a, ev_tensor *b, ev_tensor **out)
         goto fail;
     }
     mm_arg arg = {
-        .a = ta, .b = tb, .out = ev_tensor_ref(dst),
-        .n = n, .k = k, .m = m, .a1d = a1d, .b1d = b1d, .use_blas = use_blas,
-        .use_own = use_own,
+        .a = ta, .b = tb, .out_ptr = ev__tensor_ptr(dst), .out_dtype = r, .out_ndim = nd,
+        .out_numel = dst->numel, .n = n, .k = k, .m = m, .a1d = a1d, .b1d = b1d,
+        .use_blas = use_blas, .use_own = use_own,
     };
+    memcpy(arg.out_shape, dst->shape, sizeof(int64_t) * (size_t)nd);
     ev_tensor *reads[2] = {ta, tb};
     /* The argument now owns ta and tb; ev__submit drops it on failure. */
-    rc = ev__submit(ex, name, mm_kernel, &arg, sizeof arg, mm_drop, reads, 2, &arg.out, 1);
+    rc = ev__submit(ex, name, mm_kernel, &arg, sizeof arg, mm_drop, reads, 2, &dst, 1);
     if (rc) {
         ev_tensor_unref(dst);
         return rc;

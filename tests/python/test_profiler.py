@@ -90,7 +90,10 @@ def test_chrome_trace(tmp_path):
     for e in xs:
         assert {"name", "ts", "dur", "pid", "tid", "args"} <= e.keys()
         assert e["dur"] >= 0 and e["ts"] >= 0
-        assert ":" in e["args"]["site"]
+        # (a release the engine queued for a tensor dropped while two
+        # workers still used it has no line of its own)
+        assert ":" in e["args"]["site"] or e["name"] == "release"
+
     ts = [e["ts"] for e in xs]
     assert ts == sorted(ts)
     # every lane is named, and the loader's lane says so
