@@ -345,41 +345,73 @@ static void meta_release(ev_tensor_ext *ext)
     ev__cache_free(EV__AG_CACHE_META, m);
 }
 
+/* A new, unpublished state (NULL when out of memory, with the message set). */
+static ev__ag_meta *meta_new(void)
+{
+    ev__ag_meta *m = ev__cache_alloc(EV__AG_CACHE_META, sizeof(*m));
+    if (!m) {
+        ev__set_message(EV_ENOMEM, "autograd: out of memory for a tensor's state");
+        return NULL;
+    }
+    memset(m, 0, sizeof(*m));
+    m->ext.release = meta_release;
+    pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+/* Frees a state that lost the race to be t's (it holds nothing). */
+static void meta_discard(ev__ag_meta *m)
+{
+    pthread_mutex_destroy(&m->lock);
+    ev__cache_free(EV__AG_CACHE_META, m);
+}
+
 ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
 {
     ev__ag_meta *m = ev__ag_meta_of(t);
     if (m) {
         return m;
     }
-    m = ev__cache_alloc(EV__AG_CACHE_META, sizeof(*m));
-    if (m) {
-        memset(m, 0, sizeof(*m));
-    }
-    if (!m) {
-        ev__set_message(EV_ENOMEM, "autograd: out of memory for a tensor's state");
+    if (!(m = meta_new())) {
         return NULL;
     }
-    m->ext.release = meta_release;
-    pthread_mutex_init(&m->lock, NULL);
     ev__ag_meta *won = (ev__ag_meta *)ev_tensor_ext_set(t, &m->ext);
     if (won != m) {
-        pthread_mutex_destroy(&m->lock);
-        ev__cache_free(EV__AG_CACHE_META, m);
+        meta_discard(m);
     }
     return won;
 }
 
 int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
 {
-    ev__ag_meta *m = ev__ag_meta_get(out);
-    if (!m) {
-        ev_ag_node_unref(n);
-        return EV_ENOMEM;
-    }
     /* A view's base is what its input views, or the input itself. */
     ev__ag_meta *im = view_of ? ev__ag_meta_of(view_of) : NULL;
     ev_tensor *base = im && im->view_base ? im->view_base : view_of;
     ev__ag_meta *bm = base ? ev__ag_meta_of(base) : NULL;
+    uint64_t gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
+    ev__ag_meta *m = ev__ag_meta_of(out);
+    if (!m) {
+        /* A new output (the common case): its state is filled in before it
+         * is published, so no lock is needed. */
+        if (!(m = meta_new())) {
+            ev_ag_node_unref(n);
+            return EV_ENOMEM;
+        }
+        m->grad_fn = n;
+        m->requires_grad = true;
+        if (base) {
+            m->is_view = true;
+            m->view_base = ev_tensor_ref(base);
+            m->view_gen = gen;
+        }
+        ev__ag_meta *won = (ev__ag_meta *)ev_tensor_ext_set(out, &m->ext);
+        if (won == m) {
+            return 0;
+        }
+        ev_tensor_unref(m->view_base);
+        meta_discard(m);
+        m = won; /* another thread gave it a state first: set it as below */
+    }
     pthread_mutex_lock(&m->lock);
     ev_ag_node *old = m->grad_fn;
     m->grad_fn = n;
@@ -387,7 +419,7 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
     if (base && !m->view_base) {
         m->is_view = true;
         m->view_base = ev_tensor_ref(base);
-        m->view_gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
+        m->view_gen = gen;
     }
     __atomic_store_n(&m->requires_grad, true, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&m->lock);

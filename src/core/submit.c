@@ -123,8 +123,9 @@ static ev_instr *instr_alloc(ev_vm *vm)
     if (next) {
         /* The next instruction's lines were last written by a worker: ask
          * for them now, for writing, so the next submit finds them here. */
-        __builtin_prefetch(FREE_INSTR_OF(next), 1);
-        __builtin_prefetch((char *)FREE_INSTR_OF(next) + EV_CACHELINE, 1);
+        for (size_t off = 0; off < sizeof(ev_instr); off += EV_CACHELINE) {
+            __builtin_prefetch((char *)FREE_INSTR_OF(next) + off, 1);
+        }
     }
     return ins;
 }
