@@ -10,8 +10,11 @@ for eagervm). Rounds alternate between the libraries; medians are printed, of
 the wall time and of the issuing thread's CPU time (which counts what
 recording costs the thread that issues, and which other processes on the
 machine disturb less). Both include dropping the chain (freeing its graph).
+--evict-mb N writes N MB between rounds, so that each round starts with the
+caches holding other work, as on a shared machine (32 or more evicts this
+machine's last-level cache; the default 0 leaves them as the rounds left them).
 
-    PYTHONPATH=python /usr/bin/python3 bench/autograd_overhead.py [--ops 2000] [--rounds 15]
+    PYTHONPATH=python /usr/bin/python3 bench/autograd_overhead.py [--ops 2000] [--rounds 15] [--evict-mb 0]
 """
 import argparse
 import statistics
@@ -59,7 +62,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--evict-mb", type=int, default=0)
     args = ap.parse_args()
+    if args.ops < 3 or args.rounds < 1 or args.evict_mb < 0:
+        ap.error("--ops must be at least 3, --rounds at least 1, --evict-mb at least 0")
+    junk = bytearray(args.evict_mb << 20)
+    fill = bytes(len(junk))
     libs = ["ev"] + (["torch"] if torch is not None else [])
     if torch is not None:
         torch.set_num_threads(1)
@@ -72,6 +80,7 @@ def main():
     for _ in range(args.rounds):
         for m in modes:
             for lib in libs:
+                junk[:] = fill  # a memcpy through the buffer (nothing when 0)
                 wall, thread = measure(lib, args.ops, m)
                 times[(lib, m)].append(wall)
                 cpu[(lib, m)].append(thread)
@@ -81,8 +90,9 @@ def main():
 
 def report(label, table, libs, modes, args):
     med = {k: statistics.median(v) for k, v in table.items()}
-    print(f"chain of {args.ops} tiny ops (16 float32 elements), {args.rounds} rounds, medians "
-          f"of the {label}, ns per op")
+    evicted = f", {args.evict_mb} MB written between rounds" if args.evict_mb else ""
+    print(f"chain of {args.ops} tiny ops (16 float32 elements), {args.rounds} rounds{evicted}, "
+          f"medians of the {label}, ns per op")
     header = f"{'':24}" + "".join(f"{lib:>12}" for lib in libs)
     print(header)
     names = {"plain": "forward, no grad", "record": "forward, recording",
