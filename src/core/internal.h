@@ -246,6 +246,7 @@ typedef struct ev_worker {
     _Atomic uint32_t n_waiters;
     _Atomic uint64_t wake_at;       /* smallest seq a parked waiter waits for */
     _Atomic int cpu;                /* where the worker last ran an instruction */
+    _Atomic int waiter_cpu;         /* where a thread last began to wait for it */
 
     _Alignas(EV_CACHELINE) ev__mpsc_head head; /* the queue's consumer end */
     ev__fifo returned_local;         /* finished instrs, batched before publishing */

@@ -59,7 +59,13 @@ static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_
                        _Atomic int *peer_cpu)
 {
     int64_t start = ev__now_ns();
-    for (;;) {
+    /* Already sharing the CPU with that thread (and staying): spinning at all
+     * only delays it. */
+    bool shared = busy_ns == 0 ||
+                  (peer_cpu &&
+                   atomic_load_explicit(peer_cpu, memory_order_relaxed) == sched_getcpu() &&
+                   !move_off_shared_cpu());
+    while (!shared) {
         for (int k = 0; k < 32; k++) {
             if (ready(arg)) {
                 return true;
@@ -153,6 +159,12 @@ __attribute__((aligned(64))) bool ev__wait_dep(ev_vm *vm, ev_dep d, int64_t time
     struct dep_probe probe = {w, d.seq};
     uint64_t finished = atomic_load_explicit(&w->completed, memory_order_acquire);
     int64_t busy = finished + 1 >= d.seq ? SPIN_BUSY_NEXT_NS : SPIN_BUSY_NS;
+    /* Tells w where we wait, so that once idle it hands this CPU over at
+     * once if it is its own (a rank bound to one core). */
+    int here = sched_getcpu();
+    if (atomic_load_explicit(&w->waiter_cpu, memory_order_relaxed) != here) {
+        atomic_store_explicit(&w->waiter_cpu, here, memory_order_relaxed);
+    }
     if (spin_until(dep_ready, &probe, busy, SPIN_DEP_NS, &w->cpu)) {
         return true;
     }
@@ -698,8 +710,13 @@ static void *worker_main(void *p)
         atomic_store_explicit(&w->running_name, NULL, memory_order_relaxed);
         /* Poll the link the producer writes next, not its tail pointer,
          * so that spinning does not pull the producer's line away. */
-        if (spin_until(link_ready, ev__mpsc_head_node(&w->head), SPIN_BUSY_NS, SPIN_IDLE_NS,
-                       NULL) ||
+        /* No busy phase when a thread waiting for this worker shares its CPU:
+         * it can only see the result once we let it run. */
+        int64_t busy = atomic_load_explicit(&w->waiter_cpu, memory_order_relaxed) ==
+                               atomic_load_explicit(&w->cpu, memory_order_relaxed)
+                           ? 0
+                           : SPIN_BUSY_NS;
+        if (spin_until(link_ready, ev__mpsc_head_node(&w->head), busy, SPIN_IDLE_NS, NULL) ||
             ev__mpsc_maybe_nonempty(&w->head, &w->tail)) {
             continue;
         }
@@ -755,6 +772,7 @@ int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out)
     }
     ev__mpsc_init(&w->head, &w->tail, &w->stub);
     atomic_init(&w->cpu, -1);
+    atomic_init(&w->waiter_cpu, -2);
     atomic_init(&w->wake_at, UINT64_MAX);
     pthread_mutex_init(&w->prof_lock, NULL);
     pthread_mutex_init(&w->recent_lock, NULL);
