@@ -9,7 +9,11 @@
 #include "ops/ops-impl.h"
 
 typedef struct remap_arg {
-    ev_tensor *x, *out;            /* referenced; out is new, contiguous, x's shape */
+    ev_tensor *x;                  /* referenced */
+    /* The output (new, contiguous, x's shape) by value, not referenced: a
+     * result the program drops at once then leaves its block to the
+     * stream's next allocation instead of holding it until the kernel ran. */
+    char *out_ptr;
     int flat;                      /* roll the flattened tensor by shift[0] */
     uint32_t flip;                 /* bit d: dimension d is reversed */
     int64_t shift[EV_MAX_DIMS];    /* in [0, size): index i moves to i + shift */
@@ -20,7 +24,6 @@ static void remap_drop(void *p)
 {
     remap_arg *a = p;
     ev_tensor_unref(a->x);
-    ev_tensor_unref(a->out);
 }
 
 /* Where output index i along dimension d reads x. */
@@ -34,6 +37,33 @@ static int64_t source_index(const remap_arg *a, int d, int64_t i)
     return i >= s ? i - s : i - s + n;
 }
 
+/* Copies n elements stepping src by ss bytes (negative: a reversed row)
+ * into contiguous dst: loops per element size that GCC vectorizes for a
+ * contiguous reversed source (a permute a vector), which the generic
+ * element copy is not. */
+#define REVERSE_LOOP(T)                                                   \
+    do {                                                                  \
+        T *restrict d = (T *)dst;                                         \
+        const T *restrict s = (const T *)src;                             \
+        for (int64_t i = 0; i < n; i++) {                                 \
+            d[i] = s[-i];                                                 \
+        }                                                                 \
+    } while (0)
+
+static void reverse_run(char *dst, const char *src, int64_t ss, int64_t n, size_t esz)
+{
+    if (ss != -(int64_t)esz) {
+        ev__copy_run(dst, (int64_t)esz, src, ss, n, esz);
+        return;
+    }
+    switch (esz) {
+    case 1: REVERSE_LOOP(uint8_t); break;
+    case 2: REVERSE_LOOP(uint16_t); break;
+    case 4: REVERSE_LOOP(uint32_t); break;
+    default: REVERSE_LOOP(uint64_t); break;
+    }
+}
+
 /* Output rows [lo, hi) along the last dimension (rows in C order). */
 static void remap_rows(int64_t lo, int64_t hi, void *p)
 {
@@ -42,7 +72,7 @@ static void remap_rows(int64_t lo, int64_t hi, void *p)
     size_t esz = ev__dsize(x->dtype);
     int last = x->ndim - 1;
     int64_t n = x->shape[last], xs = x->strides[last] * (int64_t)esz;
-    char *xb = ev__tensor_ptr(x), *ob = ev__tensor_ptr(a->out);
+    char *xb = ev__tensor_ptr(x), *ob = a->out_ptr;
     int64_t idx[EV_MAX_DIMS], rest = lo;
     for (int d = last - 1; d >= 0; d--) {
         idx[d] = rest % x->shape[d];
@@ -56,7 +86,7 @@ static void remap_rows(int64_t lo, int64_t hi, void *p)
         const char *xr = xb + xo;
         char *orow = ob + r * n * (int64_t)esz;
         if (a->flip & (1u << last)) {
-            ev__copy_run(orow, (int64_t)esz, xr + (n - 1) * xs, -xs, n, esz);
+            reverse_run(orow, xr + (n - 1) * xs, -xs, n, esz);
         } else {
             int64_t s = a->shift[last];
             ev__copy_run(orow + s * (int64_t)esz, (int64_t)esz, xr, xs, n - s, esz);
@@ -114,7 +144,7 @@ static void remap_flat(int64_t lo, int64_t hi, void *p)
     const remap_arg *a = p;
     int64_t n = a->x->numel, s = a->shift[0];
     size_t esz = ev__dsize(a->x->dtype);
-    char *ob = ev__tensor_ptr(a->out);
+    char *ob = a->out_ptr;
     int64_t src = lo - s < 0 ? lo - s + n : lo - s;
     int64_t first = hi - lo < n - src ? hi - lo : n - src;
     copy_flat_range(a->x, src, first, ob + lo * (int64_t)esz);
@@ -149,8 +179,8 @@ static int remap_issue(const ev_exec *ex, const char *name, ev_tensor *x, remap_
         return rc;
     }
     a->x = ev_tensor_ref(x);
-    a->out = ev_tensor_ref(dst);
-    rc = ev__submit(ex, name, remap_kernel, a, sizeof *a, remap_drop, &a->x, 1, &a->out, 1);
+    a->out_ptr = ev__tensor_ptr(dst);
+    rc = ev__submit(ex, name, remap_kernel, a, sizeof *a, remap_drop, &a->x, 1, &dst, 1);
     if (rc) {
         ev_tensor_unref(dst);
         return rc;
