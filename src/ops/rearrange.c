@@ -64,8 +64,9 @@ static void reverse_run(char *dst, const char *src, int64_t ss, int64_t n, size_
     }
 }
 
-/* Output rows [lo, hi) along the last dimension (rows in C order). */
-static void remap_rows(int64_t lo, int64_t hi, void *p)
+/* Output elements [lo, hi) in C order, row piece by row piece (rows along
+ * the last dimension), so that a tensor of few long rows splits too. */
+static void remap_range(int64_t lo, int64_t hi, void *p)
 {
     const remap_arg *a = p;
     const ev_tensor *x = a->x;
@@ -73,31 +74,32 @@ static void remap_rows(int64_t lo, int64_t hi, void *p)
     int last = x->ndim - 1;
     int64_t n = x->shape[last], xs = x->strides[last] * (int64_t)esz;
     char *xb = ev__tensor_ptr(x), *ob = a->out_ptr;
-    int64_t idx[EV_MAX_DIMS], rest = lo;
-    for (int d = last - 1; d >= 0; d--) {
-        idx[d] = rest % x->shape[d];
-        rest /= x->shape[d];
-    }
-    for (int64_t r = lo; r < hi; r++) {
-        int64_t xo = 0;
-        for (int d = 0; d < last; d++) {
-            xo += source_index(a, d, idx[d]) * x->strides[d] * (int64_t)esz;
+    while (lo < hi) {
+        int64_t r = lo / n, c0 = lo % n;
+        int64_t c1 = hi - r * n < n ? hi - r * n : n;
+        int64_t xo = 0, rest = r;
+        for (int d = last - 1; d >= 0; d--) {
+            xo += source_index(a, d, rest % x->shape[d]) * x->strides[d] * (int64_t)esz;
+            rest /= x->shape[d];
         }
         const char *xr = xb + xo;
         char *orow = ob + r * n * (int64_t)esz;
         if (a->flip & (1u << last)) {
-            reverse_run(orow, xr + (n - 1) * xs, -xs, n, esz);
+            reverse_run(orow + c0 * (int64_t)esz, xr + (n - 1 - c0) * xs, -xs, c1 - c0, esz);
         } else {
-            int64_t s = a->shift[last];
-            ev__copy_run(orow + s * (int64_t)esz, (int64_t)esz, xr, xs, n - s, esz);
-            ev__copy_run(orow, (int64_t)esz, xr + (n - s) * xs, xs, s, esz);
-        }
-        for (int d = last - 1; d >= 0; d--) {
-            if (++idx[d] < x->shape[d]) {
-                break;
+            /* Output column c reads column c - s, or c - s + n below s. */
+            int64_t s = a->shift[last], mid = c1 < s ? c1 : s;
+            if (c0 < mid) {
+                ev__copy_run(orow + c0 * (int64_t)esz, (int64_t)esz, xr + (c0 - s + n) * xs, xs,
+                             mid - c0, esz);
             }
-            idx[d] = 0;
+            int64_t from = c0 > s ? c0 : s;
+            if (from < c1) {
+                ev__copy_run(orow + from * (int64_t)esz, (int64_t)esz, xr + (from - s) * xs, xs,
+                             c1 - from, esz);
+            }
         }
+        lo = r * n + c1;
     }
 }
 
@@ -163,8 +165,7 @@ static int remap_kernel(void *p, ev_kctx *kc)
         ev__parallel_for(x->numel, EV__PARALLEL_GRAIN, remap_flat, a);
         return 0;
     }
-    int64_t n = x->shape[x->ndim - 1];
-    ev__parallel_for(x->numel / n, EV__PARALLEL_GRAIN / n + 1, remap_rows, a);
+    ev__parallel_for(x->numel, EV__PARALLEL_GRAIN, remap_range, a);
     return 0;
 }
 
