@@ -28,8 +28,9 @@
  * -O2 (its cheap cost model does not version loops for aliasing): an output
  * is either distinct from an input or the very same array (in-place ops;
  * partial overlaps were copied away before submission). */
-#define BIN_LOOP(fname, T, OT, EXPR)                                                   \
-    static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
+#define BIN_LOOP(fname, T, OT, EXPR) BIN_LOOP_ATTR(, fname, T, OT, EXPR)
+#define BIN_LOOP_ATTR(ATTR, fname, T, OT, EXPR)                                        \
+    ATTR static void fname(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx) \
     {                                                                                  \
         (void)ctx;                                                                     \
         const void *a_ = in[0], *b_ = in[1];                                           \
@@ -169,6 +170,12 @@ FLOAT_HELPERS(f64, double, fmod, floor, copysign)
 #define LOOPS_FLOAT(op, EF)                             \
     BIN_LOOP(op##_float32, float, float, EF(float, f32))     \
     BIN_LOOP(op##_float64, double, double, EF(double, f64))
+/* For the float selects (maximum, minimum), two compares and a blend per
+ * vector: the baseline's 4 lanes left them compute-bound, behind the
+ * memory-bound add, so they get the wide clones. */
+#define LOOPS_FLOAT_CLONED(op, EF)                                             \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_float32, float, float, EF(float, f32)) \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_float64, double, double, EF(double, f64))
 
 #define ADD_I(T, U, S) WRAP(T, U, +)
 #define SUB_I(T, U, S) WRAP(T, U, -)
@@ -238,10 +245,10 @@ POW_SQUARE(float32, float)
 POW_SQUARE(float64, double)
 BIN_LOOP(maximum_bool, uint8_t, uint8_t, x | y)
 LOOPS_INT(maximum, MAX_I)
-LOOPS_FLOAT(maximum, MAX_F)
+LOOPS_FLOAT_CLONED(maximum, MAX_F)
 BIN_LOOP(minimum_bool, uint8_t, uint8_t, x & y)
 LOOPS_INT(minimum, MIN_I)
-LOOPS_FLOAT(minimum, MIN_F)
+LOOPS_FLOAT_CLONED(minimum, MIN_F)
 
 /* Float-only rows added through the op table (integers compute in
  * float64 by the FLOAT rule). logaddexp as NumPy's npy_logaddexp: equal
