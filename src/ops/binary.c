@@ -206,9 +206,89 @@ LOOPS_INT(mul, MUL_I)
 LOOPS_FLOAT(mul, MUL_F)
 LOOPS_FLOAT(div, DIV_F)
 LOOPS_INT(floor_divide, FDIV_I)
-LOOPS_FLOAT(floor_divide, FDIV_F)
+BIN_LOOP(floor_divide_float64, double, double, FDIV_F(double, f64))
 LOOPS_INT(remainder, MOD_I)
-LOOPS_FLOAT(remainder, MOD_F)
+BIN_LOOP(remainder_float64, double, double, MOD_F(double, f64))
+
+/* float32 // and %: fdivmod_f32's results without glibc's fmodf, which
+ * takes about 10 ns an element (a loop over the exponent difference).
+ * fmodf(a, b) is exact, and so is a - q * b in double with q = trunc(a / b)
+ * while |a / b| < 2^28: a / b, when not an integer, lies at least
+ * 2^(min(ea, eb) - eb - 24) from one (ea, eb: the exponents of a and b
+ * with 24-bit integer significands), more than the double division's
+ * rounding error (|a / b| 2^-53), so q is the exact truncated quotient;
+ * q * b (28 + 24 bits) and the difference are exact too. Division by zero,
+ * an infinite or NaN b, and larger quotients set *slow: those lanes are
+ * done again by fdivmod_f32. The rest is fdivmod_f32's float arithmetic
+ * with its branches as selects, so results match it bit for bit
+ * (tests/python/test_divmod_float32.py). */
+__attribute__((always_inline)) static inline float divmod_fast_f32(float a, float b, float *modp,
+                                                                   int *slow)
+{
+    double da = a, db = b;
+    double t = da / db;
+    double ab = db < 0 ? -db : db;
+    /* Also b infinite or NaN, where a - q * b is NaN. */
+    *slow |= !(t < 0x1p28 && t > -0x1p28 && ab <= 0x1.fffffep127);
+    /* fmodf's value; at zero its sign may differ, which neither result
+     * below reads (both replace a zero by a signed zero of their own). */
+    float mod = (float)(da - __builtin_trunc(t) * db);
+    float div = (a - mod) / b;
+    int adj = mod != 0 && ((b < 0) != (mod < 0));
+    float m = adj ? mod + b : mod;
+    div = adj ? div - 1 : div;
+    *modp = mod != 0 ? m : __builtin_copysignf(0.0f, b);
+    float fl = __builtin_floorf(div);
+    fl = div - fl > 0.5f ? fl + 1 : fl;
+    return div != 0 ? fl : __builtin_copysignf(0.0f, a / b);
+}
+
+/* o[i] = a[i] // b[i] (want_mod 0) or a[i] % b[i] (1), in chunks: each
+ * chunk's fast results go to a buffer, then to o with the slow lanes
+ * redone (o may be a or b: a lane's inputs are read before it is written). */
+__attribute__((always_inline)) static inline void divmod_loop_f32(float *o, const float *a,
+                                                                 const float *b, int64_t n,
+                                                                 int want_mod)
+{
+    enum { CHUNK = 256 };
+    float buf[CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        int slow = 0;
+        for (int64_t j = 0; j < len; j++) {
+            float m, d = divmod_fast_f32(a[i0 + j], b[i0 + j], &m, &slow);
+            buf[j] = want_mod ? m : d;
+        }
+        if (!slow) {
+            memcpy(o + i0, buf, sizeof(float) * (size_t)len);
+            continue;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            float x = a[i0 + j], y = b[i0 + j];
+            double t = (double)x / (double)y, ay = y < 0 ? -(double)y : (double)y;
+            if (t < 0x1p28 && t > -0x1p28 && ay <= 0x1.fffffep127) {
+                o[i0 + j] = buf[j];
+            } else {
+                float m, d = fdivmod_f32(x, y, &m);
+                o[i0 + j] = want_mod ? m : d;
+            }
+        }
+    }
+}
+
+EV__SIMD_CLONES
+static void floor_divide_float32(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx)
+{
+    (void)ctx;
+    divmod_loop_f32(out_, in[0], in[1], n, 0);
+}
+
+EV__SIMD_CLONES
+static void remainder_float32(void *out_, const void *const *in, int64_t n, ev__loop_ctx *ctx)
+{
+    (void)ctx;
+    divmod_loop_f32(out_, in[0], in[1], n, 1);
+}
 LOOPS_INT(pow, POW_I)
 /* float32 by vmath_avx512.h's pow_f32_n (vectorized, its special cases by
  * libm: glibc's powf, scalar, took 2.7 ns an element), cloned for the
