@@ -78,7 +78,8 @@ UN_INT(abs, ABS_I)
 UN_FLOAT(abs, fabsf(x), fabs(x))
 UN_FLOAT(exp, exp_f32(x), exp(x))
 
-UN_FLOAT(log, log_f32(x), log(x))
+UN_ARRAY_F32(log_float32, log_f32_n)
+UN_LOOP(log_float64, double, double, log(x))
 UN_FLOAT(sqrt, sqrtf(x), sqrt(x))
 /* Two rounded steps, within 1.5 ulp (test_vmath.c): in double it would be
  * correctly rounded but no longer memory-bound. */
