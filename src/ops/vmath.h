@@ -159,7 +159,10 @@ VM_INLINE float tanh_f32(float x)
     float y = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
                   1.9875691500e-4f, r, 1.3981999507e-3f), r, 8.3334519073e-3f), r,
                   4.1665795894e-2f), r, 1.6666665459e-1f), r, 5.0000001201e-1f);
-    float e = (__builtin_fmaf(y, r * r, r) + 1.0f) * pow2i_f32(vm_kf_int(kf));
+    /* ac is a number (the clamp turns NaN into 10), so kf converts as it
+     * is: vm_kf_int's NaN select made GCC compute the quotient below
+     * twice, once per side (15% of tanh's time). */
+    float e = (__builtin_fmaf(y, r * r, r) + 1.0f) * pow2i_f32((int32_t)kf);
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0.0f ? -big : big;
     p = x == 0.0f ? x : p; /* keeps the sign of -0 */
