@@ -44,6 +44,21 @@ EV__SIMD_CLONES static void atanh_k(float *o, const float *a, int64_t n)
     atanh_f32_n(o, a, n);
 }
 
+/* 32 calls of 32 elements: the calls a transposed 32x32 input makes. */
+EV__SIMD_CLONES static void atanh_rows_k(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        atanh_f32_n(o + i, a + i, 32);
+    }
+}
+
+EV__SIMD_CLONES static void log_rows_k(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        log_f32_n(o + i, a + i, 32);
+    }
+}
+
 EV__SIMD_CLONES static void pow_k(float *o, const float *a, const float *b, int64_t n)
 {
     pow_f32_n(o, a, b, n);
@@ -117,7 +132,8 @@ int main(int argc, char **argv)
     } cases[] = {
         {"exp", exp_k, NULL, 0},        {"log", log_k, NULL, 1},
         {"log_nt", log_nt_k, NULL, 1},    {"tanh", tanh_k, NULL, 0},
-        {"atanh", atanh_k, NULL, 2},
+        {"atanh", atanh_k, NULL, 2},    {"atanh_rows32", atanh_rows_k, NULL, 2},
+        {"log_rows32", log_rows_k, NULL, 1},
         {"pow", NULL, pow_k, 1},        {"pow_portable", NULL, pow_portable_k, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

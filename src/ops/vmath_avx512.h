@@ -141,6 +141,29 @@ VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const fl
     }
 }
 
+/* The four columns (c, invc, thi, tlo) of a 16-row table as registers, by
+ * permutes of the rows as loaded: building them through a stack array cost
+ * 13 ns a call here (16 scalar stores read back as one vector; the table
+ * is a parameter, so GCC cannot fold them as it does in
+ * VM_LOG1PT_AVX512), which a transposed 32x32 input, 32 calls of 32
+ * elements, pays 32 times. */
+_Static_assert(sizeof(vm_logt_row) == 4 * sizeof(float), "vm_logt_row: four floats, no padding");
+VM_TARGET_AVX512 static inline void vm_logt_cols(const vm_logt_row *rows, __m512 *tab)
+{
+    const float *f = &rows[0].c;
+    __m512 r0 = _mm512_loadu_ps(f), r1 = _mm512_loadu_ps(f + 16);
+    __m512 r2 = _mm512_loadu_ps(f + 32), r3 = _mm512_loadu_ps(f + 48);
+    for (int k = 0; k < 4; k++) {
+        /* lanes 0-7: column k of the 8 rows in a pair of registers */
+        __m512i idx = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+            _mm512_set1_epi32(k));
+        __m512 lo = _mm512_permutex2var_ps(r0, idx, r1);
+        __m512 hi = _mm512_permutex2var_ps(r2, idx, r3);
+        tab[k] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    }
+}
+
 /* The logarithms on a table of vm_logt_row: vm_logt_ps16's base. */
 enum { VM_LOGT_2, VM_LOGT_10, VM_LOGT_E };
 
@@ -222,17 +245,8 @@ VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, 
 VM_TARGET_AVX512 static void vm_logt_n_avx512(float *o, const float *a, int64_t n,
                                               const vm_logt_row *rows, int base)
 {
-    float cols[4][16];
-    for (int j = 0; j < 16; j++) {
-        cols[0][j] = rows[j].c;
-        cols[1][j] = rows[j].invc;
-        cols[2][j] = rows[j].thi;
-        cols[3][j] = rows[j].tlo;
-    }
     __m512 tab[4];
-    for (int k = 0; k < 4; k++) {
-        tab[k] = _mm512_loadu_ps(cols[k]);
-    }
+    vm_logt_cols(rows, tab);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         _mm512_storeu_ps(o + i, vm_logt_ps16(_mm512_loadu_ps(a + i), tab, base));
