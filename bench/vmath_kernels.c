@@ -32,7 +32,12 @@
     }
 ELEMENTWISE(exp_k, exp_f32)
 ELEMENTWISE(log_nt_k, log_f32)
-ELEMENTWISE(tanh_k, tanh_f32)
+ELEMENTWISE(tanh_portable_k, tanh_f32)
+
+EV__SIMD_CLONES static void tanh_k(float *o, const float *a, int64_t n)
+{
+    tanh_f32_n(o, a, n);
+}
 
 EV__SIMD_CLONES static void log_k(float *o, const float *a, int64_t n)
 {
@@ -131,7 +136,7 @@ int main(int argc, char **argv)
         int in; /* 0: x, 1: p (and q), 2: y */
     } cases[] = {
         {"exp", exp_k, NULL, 0},        {"log", log_k, NULL, 1},
-        {"log_nt", log_nt_k, NULL, 1},    {"tanh", tanh_k, NULL, 0},
+        {"log_nt", log_nt_k, NULL, 1},    {"tanh", tanh_k, NULL, 0},    {"tanh_portable", tanh_portable_k, NULL, 0},
         {"atanh", atanh_k, NULL, 2},    {"atanh_rows32", atanh_rows_k, NULL, 2},
         {"log_rows32", log_rows_k, NULL, 1},
         {"pow", NULL, pow_k, 1},        {"pow_portable", NULL, pow_portable_k, 1},

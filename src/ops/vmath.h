@@ -174,6 +174,15 @@ VM_INLINE float tanh_f32(float x)
     return t;
 }
 
+/* tanh over n float32 (o may be a), for the CPUs without vmath_avx512.h's
+ * form. */
+VM_INLINE void tanh_f32_n_portable(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = tanh_f32(a[i]);
+    }
+}
+
 /* ------------------------------------------------------------- sin, cos
  *
  * sin_f32_bounded and cos_f32_bounded are exact to 0.501 ulp for |x| <
