@@ -78,7 +78,8 @@ UN_INT(abs, ABS_I)
 UN_FLOAT(abs, fabsf(x), fabs(x))
 UN_FLOAT(exp, exp_f32(x), exp(x))
 
-UN_FLOAT(log, log_f32(x), log(x))
+UN_ARRAY_F32(log_float32, log_f32_n)
+UN_LOOP(log_float64, double, double, log(x))
 UN_FLOAT(sqrt, sqrtf(x), sqrt(x))
 /* Two rounded steps, within 1.5 ulp (test_vmath.c): in double it would be
  * correctly rounded but no longer memory-bound. */
@@ -87,7 +88,8 @@ UN_ARRAY_F32(sin_float32, sin_f32_n)
 UN_LOOP(sin_float64, double, double, sin(x))
 UN_ARRAY_F32(cos_float32, cos_f32_n)
 UN_LOOP(cos_float64, double, double, cos(x))
-UN_FLOAT(tanh, tanh_f32(x), tanh(x))
+UN_ARRAY_F32(tanh_float32, tanh_f32_n)
+UN_LOOP(tanh_float64, double, double, tanh(x))
 UN_FLOAT(sigmoid, sigmoid_f32(x), 1.0 / (1.0 + exp(-x)))
 UN_INT(relu, RELU_I)
 /* x < 0 ? 0 : x keeps NaN, as PyTorch's relu does. */

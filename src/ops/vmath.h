@@ -11,7 +11,7 @@
  * cancellation or overflow to guard against in the float range. exp,
  * log, tanh, sigmoid, exp2, expm1, log2, log10, log1p, sinh, cosh, asinh,
  * acosh, atanh, atan, asin and acos, where NumPy's SIMD forms are fastest,
- * work in float (16 lanes on AVX-512, not 8) within 0.85 to 2.5 ulp. Each function's comment
+ * work in float (16 lanes on AVX-512, not 8) within 0.57 to 2.5 ulp. Each function's comment
  * gives its error bound in ulp of the float result against the exact value
  * (0.5 is correctly rounded); tests/tensor/test_vmath.c checks every bound
  * over a dense sample of all float32 bit patterns (the float forms' bounds were
@@ -86,7 +86,8 @@ VM_INLINE float exp_f32(float x)
     return y * pow2i_f32(k1) * pow2i_f32(k - k1);
 }
 
-/* float32 log that vectorizes, as exp_f32 (within 0.85 ulp): x = m 2^e, m
+/* float32 log that vectorizes, as exp_f32 (within 0.85 ulp; the kernels
+ * run log_f32_n below, on a table): x = m 2^e, m
  * in [sqrt(1/2), sqrt(2)), log(m) by Cephes' polynomial in m - 1, and the
  * special cases (negative, zero, inf, NaN; subnormals are scaled first)
  * chosen by selects at the end. */
@@ -137,17 +138,18 @@ VM_INLINE float log_f32(float x)
 
 /* float32 tanh that vectorizes: Cephes' odd polynomial below |x| = 0.625,
  * 1 - 2 / (exp(2|x|) + 1) above (inf makes it exactly 1), both computed
- * and one selected. Within 1.5 ulp, in float: a double form (em / (em + 2)
- * with em = e^(2x) - 1) is correctly rounded but 70% slower, which left
- * tanh behind NumPy's. */
+ * on |x| and one selected, x's sign bit set last (as selects on x's sign
+ * and on -0 these took 15% longer). Within 1.5 ulp, in float: a double
+ * form (em / (em + 2) with em = e^(2x) - 1) is correctly rounded but 70%
+ * slower, which left tanh behind NumPy's. */
 VM_INLINE float tanh_f32(float x)
 {
-    float ax = x < 0.0f ? -x : x;
-    float z = x * x;
+    float ax = fabsf(x);
+    float z = ax * ax;
     float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
                   -5.70498872745e-3f, z, 2.06390887954e-2f), z, -5.37397155531e-2f), z,
                   1.33314422036e-1f), z, -3.33332819422e-1f);
-    float p = __builtin_fmaf(q * z, x, x);
+    float p = __builtin_fmaf(q * z, ax, ax); /* +0 at +-0, NaN for NaN */
     /* tanh is 1 in float from 9.01: clamped at 10, e^(2|x|) needs no
      * overflow guard and 2^k no split (NaN goes to p below). */
     float ac = ax < 10.0f ? ax : 10.0f;
@@ -158,11 +160,27 @@ VM_INLINE float tanh_f32(float x)
     float y = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
                   1.9875691500e-4f, r, 1.3981999507e-3f), r, 8.3334519073e-3f), r,
                   4.1665795894e-2f), r, 1.6666665459e-1f), r, 5.0000001201e-1f);
-    float e = (__builtin_fmaf(y, r * r, r) + 1.0f) * pow2i_f32(vm_kf_int(kf));
+    /* ac is a number (the clamp turns NaN into 10), so kf converts as it
+     * is: vm_kf_int's NaN select made GCC compute the quotient below
+     * twice, once per side (15% of tanh's time). */
+    float e = (__builtin_fmaf(y, r * r, r) + 1.0f) * pow2i_f32((int32_t)kf);
     float big = 1.0f - 2.0f / (e + 1.0f);
-    big = x < 0.0f ? -big : big;
-    p = x == 0.0f ? x : p; /* keeps the sign of -0 */
-    return ax >= 0.625f ? big : p;
+    float t = ax >= 0.625f ? big : p;
+    uint32_t tb, xb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&xb, &x, sizeof xb);
+    tb |= xb & 0x80000000u;
+    memcpy(&t, &tb, sizeof t);
+    return t;
+}
+
+/* tanh over n float32 (o may be a), for the CPUs without vmath_avx512.h's
+ * form. */
+VM_INLINE void tanh_f32_n_portable(float *o, const float *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = tanh_f32(a[i]);
+    }
 }
 
 /* ------------------------------------------------------------- sin, cos
@@ -664,6 +682,55 @@ static const vm_logt_row vm_lnt_tab[16] = {
       3.333323896e-01f) * (r) - 5.000000000e-01f)
 #define VM_LN2_HI 0x1.62ep-1f /* times e: exact */
 #define VM_LN2_LO 3.194618330e-05f
+
+/* log on a table of its own (log_f32 above, 0.85 ulp, is the table-free
+ * form, which acosh's core keeps): x = 2^e m as log2's reduction gives
+ * it; invc is 1/c rounded up for m > 1 and down for m < 1, c the
+ * subinterval's end nearest 1 (invc = 1 where m is within 1/16 of 1), and
+ * thi + tlo = -log(invc), so that r = m invc - 1 has the sign of thi and
+ * log x = S + r + log1p's tail never cancels (S = e ln2_hi + thi, exact).
+ * m invc = ph + pl exactly (one fused step), r = ph - 1 exact, S + r by
+ * Fast2Sum: every rounding but the last is on terms below 2^-12 of the
+ * result. Q1 is log1p's (|r| < 1/16), in fused steps (with separate ones
+ * it took a third longer). Within 0.57 ulp (0.562 over every float), at
+ * 45% of log_f32's cost in AVX-512, which left log behind NumPy's. c is
+ * not read. */
+static const vm_logt_row vm_lnf_tab[16] = {
+    {1.000000000e+00f, 1.000000000e+00f, 0x0.0p+0f, 0.0f},
+    {1.062500000e+00f, 9.411764741e-01f, 0x1.f0ap-5f, 1.449145884e-06f},
+    {1.125000000e+00f, 8.888888955e-01f, 0x1.e27p-4f, 4.354323551e-07f},
+    {1.187500000e+00f, 8.421052694e-01f, 0x1.5ffp-3f, 5.767054063e-06f},
+    {1.250000000e+00f, 8.000000119e-01f, 0x1.c90p-3f, -9.948369097e-07f},
+    {1.312500000e+00f, 7.619047761e-01f, 0x1.1674p-2f, 6.816974292e-06f},
+    {1.375000000e+00f, 7.272727489e-01f, 0x1.4618p-2f, 2.773581855e-06f},
+    {1.437500000e+00f, 6.956521869e-01f, 0x1.739cp-2f, 5.694789706e-06f},
+    {7.812500000e-01f, 1.279999971e+00f, -0x1.f99p-3f, -3.366126748e-06f},
+    {8.125000000e-01f, 1.230769157e+00f, -0x1.a94p-3f, 2.296388857e-06f},
+    {8.437500000e-01f, 1.185185075e+00f, -0x1.5bfp-3f, -7.586241281e-06f},
+    {8.750000000e-01f, 1.142857075e+00f, -0x1.1178p-3f, -1.669933908e-06f},
+    {9.062500000e-01f, 1.103448272e+00f, -0x1.933p-4f, -5.620845968e-06f},
+    {9.375000000e-01f, 1.066666603e+00f, -0x1.086p-4f, 6.216201655e-06f},
+    {1.000000000e+00f, 1.000000000e+00f, 0x0.0p+0f, 0.0f},
+    {1.000000000e+00f, 1.000000000e+00f, 0x0.0p+0f, 0.0f},
+};
+
+VM_INLINE float vm_lnf_finish(float x, float m, float ef, const vm_logt_row *t)
+{
+    float ph = m * t->invc;
+    float pl = __builtin_fmaf(m, t->invc, -ph); /* exact: m invc = ph + pl */
+    float r = ph - 1.0f;                        /* exact (Sterbenz) */
+    float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
+                  -1.673280746e-01f, r, 2.007838190e-01f), r, -2.499992847e-01f), r,
+                  3.333323896e-01f), r, -5.000000000e-01f); /* VM_LNT_Q1, fused */
+    float p = r * (r * q);
+    float s = __builtin_fmaf(ef, VM_LN2_HI, t->thi); /* exact */
+    float hi = s + r;
+    float err = r - (hi - s); /* exact (Fast2Sum: |s| >= |r| or s = 0) */
+    /* log1p(r + pl) = log1p(r) + pl (1 - r) to within pl r^2 */
+    float lo = (__builtin_fmaf(ef, VM_LN2_LO, t->tlo) + __builtin_fmaf(-r, pl, pl)) + (p + err);
+    return vm_log_specials_f32(x, hi + lo);
+}
+VM_LOGT_ARRAY(log_f32_n_portable, vm_lnf_tab, vm_lnf_finish)
 
 /* Special values: -1 gives -inf, below -1 and NaN NaN, +inf inf, +-0 x. */
 VM_INLINE float vm_log1p_specials_f32(float x, float r)

@@ -141,46 +141,142 @@ VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const fl
     }
 }
 
-/* log2 (ten = 0) or log10 (ten = 1) of 16 lanes as vm_log2t_finish and
- * vm_log10t_finish compute them; tab: the rows' c, invc, thi and tlo as
- * four registers. The special values are blended in only where a lane
- * holds one. */
-VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, int ten)
+/* tanh_f32 for 16 lanes: its operations, with 2^k applied by scalef (exact
+ * here, as the multiplication: e is normal and k <= 29) and the sign by
+ * one ternary logic step; 13% faster than GCC's vectorization of the
+ * portable form (0.214 against 0.246 ns an element). */
+VM_TARGET_AVX512 static inline __m512 vm_tanh_ps16(__m512 x)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 ax = vm_abs_ps(x);
+    __m512 z = _mm512_mul_ps(ax, ax);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(-5.70498872745e-3f), z,
+                               _mm512_set1_ps(2.06390887954e-2f));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(-5.37397155531e-2f));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(1.33314422036e-1f));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(-3.33332819422e-1f));
+    __m512 p = _mm512_fmadd_ps(_mm512_mul_ps(q, z), ax, ax);
+    /* min returns its second operand for NaN: 10, as the portable select */
+    __m512 ac = _mm512_min_ps(ax, _mm512_set1_ps(10.0f));
+    __m512 xc = _mm512_add_ps(ac, ac);
+    const __m512 sh = _mm512_set1_ps(12582912.0f);
+    __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), sh), sh);
+    __m512 r = _mm512_fmadd_ps(kf, _mm512_set1_ps(-0.693359375f), xc);
+    r = _mm512_fmadd_ps(kf, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r,
+                               _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 e = _mm512_scalef_ps(_mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), one), kf);
+    __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+    __m512 t = _mm512_mask_mov_ps(
+        p, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_GE_OQ), big);
+    /* t | (x & sign): 0xf8 is A | (B & C) */
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(t),
+                                                         _mm512_castps_si512(x),
+                                                         _mm512_set1_epi32((int)0x80000000u),
+                                                         0xf8));
+}
+
+VM_TARGET_AVX512 static void tanh_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(o + i, vm_tanh_ps16(_mm512_loadu_ps(a + i)));
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(o + i, m, vm_tanh_ps16(_mm512_maskz_loadu_ps(m, a + i)));
+    }
+}
+
+/* The four columns (c, invc, thi, tlo) of a 16-row table as registers, by
+ * permutes of the rows as loaded: building them through a stack array cost
+ * 13 ns a call here (16 scalar stores read back as one vector; the table
+ * is a parameter, so GCC cannot fold them as it does in
+ * VM_LOG1PT_AVX512), which a transposed 32x32 input, 32 calls of 32
+ * elements, pays 32 times. */
+_Static_assert(sizeof(vm_logt_row) == 4 * sizeof(float), "vm_logt_row: four floats, no padding");
+VM_TARGET_AVX512 static inline void vm_logt_cols(const vm_logt_row *rows, __m512 *tab)
+{
+    const float *f = &rows[0].c;
+    __m512 r0 = _mm512_loadu_ps(f), r1 = _mm512_loadu_ps(f + 16);
+    __m512 r2 = _mm512_loadu_ps(f + 32), r3 = _mm512_loadu_ps(f + 48);
+    for (int k = 0; k < 4; k++) {
+        /* lanes 0-7: column k of the 8 rows in a pair of registers */
+        __m512i idx = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
+            _mm512_set1_epi32(k));
+        __m512 lo = _mm512_permutex2var_ps(r0, idx, r1);
+        __m512 hi = _mm512_permutex2var_ps(r2, idx, r3);
+        tab[k] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    }
+}
+
+/* The logarithms on a table of vm_logt_row: vm_logt_ps16's base. */
+enum { VM_LOGT_2, VM_LOGT_10, VM_LOGT_E };
+
+/* log2, log10 or log of 16 lanes as vm_log2t_finish, vm_log10t_finish and
+ * vm_lnf_finish compute them; tab: the rows' c, invc, thi and tlo as four
+ * registers. The special values are blended in only where a lane holds
+ * one. */
+VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, int base)
 {
     __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_zero);
     __m512 e = _mm512_getexp_ps(x);
     const __m512 one = _mm512_set1_ps(1.0f);
     e = _mm512_mask_add_ps(e, _mm512_cmp_ps_mask(m, one, _CMP_LT_OQ), e, one);
     __m512i idx = _mm512_srli_epi32(_mm512_castps_si512(m), 19); /* the permutes read 4 bits */
-    __m512 c = _mm512_permutexvar_ps(idx, tab[0]);
     __m512 invc = _mm512_permutexvar_ps(idx, tab[1]);
     __m512 thi = _mm512_permutexvar_ps(idx, tab[2]);
     __m512 tlo = _mm512_permutexvar_ps(idx, tab[3]);
-    __m512 r = _mm512_mul_ps(_mm512_sub_ps(m, c), invc);
-    __m512 q, s, lo, a0lo, a0hi;
-    if (ten) {
-        q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-7.266966254e-02f), r),
-                          _mm512_set1_ps(8.719930798e-02f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-1.085733101e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.447644085e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.171472460e-01f));
-        a0lo = _mm512_set1_ps(VM_LOG10T_A0_LO);
-        a0hi = _mm512_set1_ps(VM_LOG10T_A0_HI);
-        s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_HI)), thi);
-        tlo = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_LO)));
+    __m512 q, s, lo, res;
+    if (base == VM_LOGT_E) {
+        __m512 ph = _mm512_mul_ps(m, invc);
+        __m512 pl = _mm512_fmsub_ps(m, invc, ph);
+        __m512 r = _mm512_sub_ps(ph, one);
+        q = _mm512_fmadd_ps(_mm512_set1_ps(-1.673280746e-01f), r, _mm512_set1_ps(2.007838190e-01f));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(-2.499992847e-01f));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(3.333323896e-01f));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(-5.000000000e-01f));
+        __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
+        s = _mm512_fmadd_ps(e, _mm512_set1_ps(VM_LN2_HI), thi);
+        __m512 hi = _mm512_add_ps(s, r);
+        __m512 err = _mm512_sub_ps(r, _mm512_sub_ps(hi, s));
+        lo = _mm512_add_ps(_mm512_add_ps(_mm512_fmadd_ps(e, _mm512_set1_ps(VM_LN2_LO), tlo),
+                                         _mm512_fnmadd_ps(r, pl, pl)),
+                           _mm512_add_ps(p, err));
+        res = _mm512_add_ps(hi, lo);
     } else {
-        q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-2.414033860e-01f), r),
-                          _mm512_set1_ps(2.896698117e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-3.606727123e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(4.808969796e-01f));
-        q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-7.213475108e-01f));
-        a0lo = _mm512_set1_ps(VM_LOG2T_A0_LO);
-        a0hi = _mm512_set1_ps(VM_LOG2T_A0_HI);
-        s = _mm512_add_ps(e, thi);
+        __m512 c = _mm512_permutexvar_ps(idx, tab[0]);
+        __m512 r = _mm512_mul_ps(_mm512_sub_ps(m, c), invc);
+        __m512 a0lo, a0hi;
+        if (base == VM_LOGT_10) {
+            q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-7.266966254e-02f), r),
+                              _mm512_set1_ps(8.719930798e-02f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-1.085733101e-01f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.447644085e-01f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.171472460e-01f));
+            a0lo = _mm512_set1_ps(VM_LOG10T_A0_LO);
+            a0hi = _mm512_set1_ps(VM_LOG10T_A0_HI);
+            s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_HI)), thi);
+            tlo = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_LO)));
+        } else {
+            q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-2.414033860e-01f), r),
+                              _mm512_set1_ps(2.896698117e-01f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-3.606727123e-01f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(4.808969796e-01f));
+            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-7.213475108e-01f));
+            a0lo = _mm512_set1_ps(VM_LOG2T_A0_LO);
+            a0hi = _mm512_set1_ps(VM_LOG2T_A0_HI);
+            s = _mm512_add_ps(e, thi);
+        }
+        __m512 p = _mm512_add_ps(_mm512_mul_ps(r, a0lo), _mm512_mul_ps(r, _mm512_mul_ps(r, q)));
+        lo = _mm512_add_ps(tlo, _mm512_add_ps(_mm512_mul_ps(r, a0hi), p));
+        res = _mm512_add_ps(s, lo);
     }
-    __m512 p = _mm512_add_ps(_mm512_mul_ps(r, a0lo), _mm512_mul_ps(r, _mm512_mul_ps(r, q)));
-    lo = _mm512_add_ps(tlo, _mm512_add_ps(_mm512_mul_ps(r, a0hi), p));
-    __m512 res = _mm512_add_ps(s, lo);
     /* +-0, negative, inf and NaN: the bits less 1 are at least FLT_MAX's. */
     __mmask16 sp = _mm512_cmpge_epu32_mask(
         _mm512_sub_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(1)),
@@ -198,39 +294,35 @@ VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, 
 }
 
 VM_TARGET_AVX512 static void vm_logt_n_avx512(float *o, const float *a, int64_t n,
-                                              const vm_logt_row *rows, int ten)
+                                              const vm_logt_row *rows, int base)
 {
-    float cols[4][16];
-    for (int j = 0; j < 16; j++) {
-        cols[0][j] = rows[j].c;
-        cols[1][j] = rows[j].invc;
-        cols[2][j] = rows[j].thi;
-        cols[3][j] = rows[j].tlo;
-    }
     __m512 tab[4];
-    for (int k = 0; k < 4; k++) {
-        tab[k] = _mm512_loadu_ps(cols[k]);
-    }
+    vm_logt_cols(rows, tab);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(o + i, vm_logt_ps16(_mm512_loadu_ps(a + i), tab, ten));
+        _mm512_storeu_ps(o + i, vm_logt_ps16(_mm512_loadu_ps(a + i), tab, base));
     }
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
         /* The absent lanes read 1, which takes no special path. */
         __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, a + i);
-        _mm512_mask_storeu_ps(o + i, m, vm_logt_ps16(x, tab, ten));
+        _mm512_mask_storeu_ps(o + i, m, vm_logt_ps16(x, tab, base));
     }
 }
 
 VM_TARGET_AVX512 static void log2_f32_n_avx512(float *o, const float *a, int64_t n)
 {
-    vm_logt_n_avx512(o, a, n, vm_log2t_tab, 0);
+    vm_logt_n_avx512(o, a, n, vm_log2t_tab, VM_LOGT_2);
 }
 
 VM_TARGET_AVX512 static void log10_f32_n_avx512(float *o, const float *a, int64_t n)
 {
-    vm_logt_n_avx512(o, a, n, vm_log10t_tab, 1);
+    vm_logt_n_avx512(o, a, n, vm_log10t_tab, VM_LOGT_10);
+}
+
+VM_TARGET_AVX512 static void log_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    vm_logt_n_avx512(o, a, n, vm_lnf_tab, VM_LOGT_E);
 }
 
 /* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
@@ -401,7 +493,7 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
     log10_f32_n_portable(o, a, n);
 }
 
-/* log1p, asinh and atanh over n float32 (o may be a). */
+/* tanh, log, log1p, asinh and atanh over n float32 (o may be a). */
 #ifdef VM_HAVE_AVX512
 #define VM_DISPATCH(name)                  \
     if (vm_cpu_avx512()) {                 \
@@ -412,6 +504,16 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
 #else
 #define VM_DISPATCH(name) name##_portable(o, a, n)
 #endif
+VM_INLINE void tanh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(tanh_f32_n);
+}
+
+VM_INLINE void log_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(log_f32_n);
+}
+
 VM_INLINE void log1p_f32_n(float *o, const float *a, int64_t n)
 {
     VM_DISPATCH(log1p_f32_n);
