@@ -94,6 +94,10 @@ VM_TARGET_AVX512 static inline __m512 vm_pow_ps16(__m512 x, __m512 y, const __m5
                                _mm512_extracti32x8_epi32(i, 1), _mm512_extractf32x8_ps(y, 1),
                                tabs);
     __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    if (!xneg) {
+        return r; /* the sign rules below change only negative bases */
+    }
     /* vm_pow_yclass: the same float steps. */
     __m512 ay = _mm512_castsi512_ps(ay_bits);
     const __m512 two23 = _mm512_set1_ps(0x1p23f);
@@ -103,7 +107,6 @@ VM_TARGET_AVX512 static inline __m512 vm_pow_ps16(__m512 x, __m512 y, const __m5
                       _mm512_cmp_ps_mask(_mm512_sub_ps(sh, two23), ay, _CMP_EQ_OQ);
     __mmask16 odd = isint & _mm512_cmp_ps_mask(ay, _mm512_set1_ps(0x1p24f), _CMP_LT_OQ) &
                     _mm512_test_epi32_mask(_mm512_castps_si512(sh), _mm512_set1_epi32(1));
-    __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
     r = _mm512_castsi512_ps(_mm512_mask_xor_epi32(_mm512_castps_si512(r), xneg & odd,
                                                   _mm512_castps_si512(r),
                                                   _mm512_set1_epi32((int)0x80000000u)));
