@@ -949,12 +949,23 @@ static void do_reduce_more(fz *f, reader *r)
         int64_t oshape[EV_MAX_DIMS];
         int valid = fz_reduce_shape(nd, sh, all ? 0 : ndims, all ? NULL : dims, keepdim, &ond,
                                     oshape);
+        /* Reducing an empty dim of a zero-size tensor with huge other dims
+         * asks for a huge result: over budget, or refused (see
+         * FZ_MAX_RESULT, fz_too_large). */
+        int too_large = valid && fz_too_large(ond, oshape);
+        if (valid && !too_large && shape_numel(ond, oshape) > FZ_MAX_RESULT) {
+            return;
+        }
         rc = kind == 0   ? ev_any(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim, &out)
              : kind == 1 ? ev_all(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim, &out)
                          : ev_logsumexp(&f->ex, x, all ? 0 : ndims, all ? NULL : dims, keepdim,
                                         &out);
-        if (!valid) {
-            expect_err(rc, "any/all/logsumexp (invalid)");
+        if (!valid || too_large) {
+            if (too_large) {
+                expect_too_large(rc, "any/all/logsumexp");
+            } else {
+                expect_err(rc, "any/all/logsumexp (invalid)");
+            }
             FZ_CHECK(out == NULL, "any/all/logsumexp failed but wrote *out");
             return;
         }
