@@ -34,6 +34,7 @@
     }
 
 ARRAY_FN(tan_arr, tan_f32_n)
+ELEMENTWISE(tanb_arr, tan_f32_bounded)
 ELEMENTWISE(acos_arr, acos_f32)
 ELEMENTWISE(asin_arr, asin_f32)
 ELEMENTWISE(atan_arr, atan_f32)
@@ -48,7 +49,7 @@ static const struct {
     void (*fn)(float *, const float *, int64_t);
     float lo, hi;
 } cases[] = {
-    {"tan", tan_arr, -10, 10},     {"acos", acos_arr, -1, 1},   {"asin", asin_arr, -1, 1},
+    {"tan", tan_arr, -10, 10}, {"tanb", tanb_arr, -10, 10},     {"acos", acos_arr, -1, 1},   {"asin", asin_arr, -1, 1},
     {"atan", atan_arr, -10, 10},   {"sinh", sinh_arr, -10, 10}, {"cosh", cosh_arr, -10, 10}, {"sinhbig", sinh_arr, 1, 10}, {"sinhsm", sinh_arr, -1, 1},
     {"expm1", expm1_arr, -10, 10}, {"exp", exp_arr, -10, 10},   {"sin", sin_arr, -10, 10},
 };

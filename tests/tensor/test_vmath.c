@@ -180,6 +180,11 @@ static const float specials[] = {
      * acosh's switch to log + log 2, atan2's scaling of huge pairs. */
     88.7228394f, 88.8f, 89.4159851f, 89.4159927f, -30.0f, -17.0f, 16777218.0f, 0x1p126f,
     0x1.8p126f, -0x1p126f,
+    /* tan's reduction where |x| - n C1 and n C2 cancel (near 3 pi/2, 24 pi,
+     * ...), its worst case near pi/4 and its switch to libm; sinh's and
+     * cosh's clamp. */
+    4.71238899f, -75.3982239f, 2238.38477f, 210065.734f, 0x1.8a4c4ep-1f, 89.5f, -89.6f,
+    0x1p17f, -0x1.fffffep16f,
 };
 #define N_SPECIALS ((int)(sizeof specials / sizeof specials[0]))
 
@@ -453,7 +458,7 @@ static const ucase unary_cases[] = {
     {"exp", exp_arr, exp, 1.0},
     {"log", log_arr, log, 0.85},
     {"tanh", tanh_arr, tanh, 1.5},
-    {"tan", tan_arr, tan, 0.501},
+    {"tan", tan_arr, tan, 1.0},
     {"exp2", exp2_arr, exp2, 1.1},
     {"expm1", expm1_arr, expm1, 1.45},
     {"log2", log2_arr, log2, 1.35},
@@ -467,7 +472,7 @@ static const ucase unary_cases[] = {
     {"sigmoid", sigmoid_arr, ref_sigmoid, 2.5},
     {"erf", erf_arr, erf, 0.501},
     {"gelu", gelu_arr, ref_gelu, 0.501},
-    {"atan", atan_arr, atan, 1.7},
+    {"atan", atan_arr, atan, 1.6},
     {"asin", asin_arr, asin, 2.0},
     {"acos", acos_arr, acos, 1.2},
     {"asinh", asinh_arr, asinh, 1.35},
