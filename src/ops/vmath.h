@@ -19,8 +19,9 @@
  * values (NaN, infinities, signed zeros, subnormals) give what glibc's
  * float functions give.
  *
- * Where a function writes __builtin_fma (sin, cos, tan, tanh, pow), its polynomials take
- * one fused step per term: a quarter less time there, and as exact on
+ * Where a function writes __builtin_fma (sin, cos, tan, tanh, pow, and the
+ * float forms of expm1, sinh, cosh, atan, asin and acos), its polynomials
+ * take one fused step per term: up to half the time there, and as exact on
  * every clone, since a fused multiply-add rounds once wherever it runs (a
  * CPU without FMA, on the default clone only, pays a libm call per step). */
 #ifndef EV_OPS_VMATH_H
@@ -497,7 +498,7 @@ VM_INLINE float vm_pow2_kb_f32(uint32_t kb, int32_t d)
  * the doubling (exact) let k reach 128 (x up to 88.8, which overflows to
  * inf) without forming 2^128; below -30 the result is -1; below 2^-60 it
  * is x (which keeps -0 and the subnormals the halving would round). Within
- * 1.45 ulp (1.430 over every third float; where k = 1 and r < 0 the sum
+ * 1.45 ulp (1.443 over every float; where k = 1 and r < 0 the sum
  * cancels by 2.4), in 57% of the time of the unfused form (1.6 ulp). */
 VM_INLINE float expm1_f32(float x)
 {
@@ -823,14 +824,14 @@ VM_LOG1PT_ARRAY(atanh_f32_n_portable, vm_atanh_pre, vm_atanh_post)
  * cosh x = 2 (u + u w + d v) and sinh |x| = 2 (u + u w - d v) with u =
  * 2^(k-2) and d = 2^(-k-2) exact (the halves, so that k = 129, up to the
  * clamp at 89.5, needs no 2^128; the doubling is exact or overflows to
- * inf as the result does). From |x| = 1 on, k >= 1 and r > 0.3 for k = 1,
- * so that sinh cancels by at most 1.2; below, where its form would lose
- * the small values, sinh is Taylor to x^11 (Estrin's scheme). No division
- * and no second exponential. The sum rounds twice: u + (u w +- d v),
- * which keeps the rounding of the term in parentheses a fraction of the
- * result's ulp. Within 1.3 ulp (1.282 and 1.285 over every third float),
- * in 55% and 60% of the time of the form this replaced (h +- 1 / 4h with
- * h = e^|x| / 2: 1.7 and 1.5 ulp). */
+ * inf as the result does). From |x| = 0.5625 on, k >= 1 and r > -0.131
+ * for k = 1, so that sinh cancels by at most 2; below, where its form
+ * would lose the small values, sinh is x + x^3 P(x^2), P a degree-2 fit
+ * (relative error 3e-10). No division and no second exponential. The sum
+ * rounds twice: u + (u w +- d v), which keeps the rounding of the term in
+ * parentheses a fraction of the result's ulp. Within 1.3 ulp (1.282 and
+ * 1.285 over every float), in about 55% and 60% of the time of the form
+ * this replaced (h +- 1 / 4h with h = e^|x| / 2: 1.7 and 1.5 ulp). */
 VM_INLINE void vm_sinhcosh_parts(float x, float *w, float *v, float *up, float *dn)
 {
     float ax = fabsf(x);
@@ -864,13 +865,11 @@ VM_INLINE float sinh_f32(float x)
     memcpy(&xb, &x, sizeof xb);
     yb ^= xb & 0x80000000u; /* sinh is odd; NaN stays NaN */
     memcpy(&y, &yb, sizeof y);
-    float z = x * x, z2 = z * z;
-    float p = __builtin_fmaf(__builtin_fmaf(2.5052108385e-8f, z2,
-                                            __builtin_fmaf(2.7557319224e-6f, z,
-                                                           1.9841269841e-4f)),
-                             z2, __builtin_fmaf(8.3333333333e-3f, z, 1.6666666667e-1f));
+    float z = x * x;
+    float p = __builtin_fmaf(__builtin_fmaf(2.0022066019e-04f, z, 8.3329770714e-03f), z,
+                             1.6666668653e-01f);
     float small = __builtin_fmaf(x * z, p, x); /* keeps -0 */
-    return fabsf(x) < 1.0f ? small : y;
+    return fabsf(x) < 0.5625f ? small : y;
 }
 
 VM_INLINE float cosh_f32(float x)
@@ -917,7 +916,7 @@ VM_INLINE float gelu_f32(float x)
  * small one added first), then |v| <= 1 by v + v^3 P(v^2), P a degree-7
  * fit in fused steps (relative error 2e-8), and x's sign bit put back
  * (which keeps -0; inf gives pi/2, NaN NaN). One division and two selects:
- * within 1.6 ulp (1.567 over every 7th float), in 55% of the time of the
+ * within 1.6 ulp (1.567 over every float), in 55% of the time of the
  * three-interval form this replaced (1.7 ulp, four more selects and a
  * shorter polynomial). These loops are bound by the number of floating-
  * point operations (two a cycle), not by their dependency chains: Horner's
@@ -968,7 +967,9 @@ VM_INLINE float vm_asin_arg_f32(float a, int big)
  * (K, m) = (pi/2, -+1) for |x| <= 1/2 and x >= 0 or < 0, (0, 2) and (pi,
  * -2) above; K in two parts, the small one times m c added first: one
  * rounding that counts where the sum cancels (pi/2 - 2c). Within 2.0 ulp
- * (asin: 1.87 over the sample of test_vmath.c) and 1.2 (acos), in float. */
+ * (asin: 1.854 over every float) and 1.2 (acos: 1.134), in half the time
+ * of the forms this replaced (Fast2Sum and selects; acos's sum in double),
+ * which had the same bounds. */
 VM_INLINE float asin_f32(float x)
 {
     float a = fabsf(x);
