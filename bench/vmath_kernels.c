@@ -33,6 +33,23 @@
 ELEMENTWISE(exp_k, exp_f32)
 ELEMENTWISE(log_nt_k, log_f32)
 ELEMENTWISE(tanh_portable_k, tanh_f32)
+ELEMENTWISE(tan_bounded_k, tan_f32_bounded)
+ELEMENTWISE(acos_k, acos_f32)
+ELEMENTWISE(asin_k, asin_f32)
+ELEMENTWISE(atan_k, atan_f32)
+ELEMENTWISE(sinh_k, sinh_f32)
+ELEMENTWISE(cosh_k, cosh_f32)
+ELEMENTWISE(expm1_k, expm1_f32)
+
+EV__SIMD_CLONES static void tan_k(float *o, const float *a, int64_t n)
+{
+    tan_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void sin_k(float *o, const float *a, int64_t n)
+{
+    sin_f32_n(o, a, n);
+}
 
 EV__SIMD_CLONES static void tanh_k(float *o, const float *a, int64_t n)
 {
@@ -120,26 +137,30 @@ static float urand(uint64_t *s, float lo, float hi)
 int main(int argc, char **argv)
 {
     enum { N = 1 << 20 };
-    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
-    float *p = malloc(N * sizeof *p), *q = malloc(N * sizeof *q), *o = malloc(N * sizeof *o);
+    float *x = malloc(N * sizeof *x), *q = malloc(N * sizeof *q), *o = malloc(N * sizeof *o);
     uint64_t s = 1;
     for (int i = 0; i < N; i++) {
-        x[i] = urand(&s, -3.0f, 3.0f); /* tanh, exp: about a normal sample's range */
-        p[i] = urand(&s, 0.5f, 1.5f);  /* log, pow's base (bench/ops.py's domain) */
-        q[i] = urand(&s, 0.0f, 2.0f);  /* pow's exponent */
-        y[i] = urand(&s, -0.99f, 0.99f); /* atanh */
+        q[i] = urand(&s, 0.0f, 2.0f); /* pow's exponent */
     }
+    /* Inputs drawn from [lo, hi): the ranges bench/ops.py uses, or a
+     * normal sample's for tanh and exp. */
     static const struct {
         const char *name;
         un_fn u;
         bin_fn b;
-        int in; /* 0: x, 1: p (and q), 2: y */
+        float lo, hi;
     } cases[] = {
-        {"exp", exp_k, NULL, 0},        {"log", log_k, NULL, 1},
-        {"log_nt", log_nt_k, NULL, 1},    {"tanh", tanh_k, NULL, 0},    {"tanh_portable", tanh_portable_k, NULL, 0},
-        {"atanh", atanh_k, NULL, 2},    {"atanh_rows32", atanh_rows_k, NULL, 2},
-        {"log_rows32", log_rows_k, NULL, 1},
-        {"pow", NULL, pow_k, 1},        {"pow_portable", NULL, pow_portable_k, 1},
+        {"exp", exp_k, NULL, -3, 3},          {"log", log_k, NULL, 0.5f, 1.5f},
+        {"log_nt", log_nt_k, NULL, 0.5f, 1.5f}, {"tanh", tanh_k, NULL, -3, 3},
+        {"tanh_portable", tanh_portable_k, NULL, -3, 3},
+        {"atanh", atanh_k, NULL, -0.99f, 0.99f}, {"atanh_rows32", atanh_rows_k, NULL, -0.99f, 0.99f},
+        {"log_rows32", log_rows_k, NULL, 0.5f, 1.5f},
+        {"pow", NULL, pow_k, 0.5f, 1.5f},     {"pow_portable", NULL, pow_portable_k, 0.5f, 1.5f},
+        {"tan", tan_k, NULL, -10, 10},        {"tan_bounded", tan_bounded_k, NULL, -10, 10},
+        {"sin", sin_k, NULL, -10, 10},        {"acos", acos_k, NULL, -1, 1},
+        {"asin", asin_k, NULL, -1, 1},        {"atan", atan_k, NULL, -10, 10},
+        {"sinh", sinh_k, NULL, -10, 10},      {"cosh", cosh_k, NULL, -10, 10},
+        {"expm1", expm1_k, NULL, -10, 10},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int want = argc < 2;
@@ -149,15 +170,15 @@ int main(int argc, char **argv)
         if (!want) {
             continue;
         }
-        const float *in = cases[c].in == 0 ? x : cases[c].in == 1 ? p : y;
-        double big = time_it(cases[c].u, cases[c].b, o, in, q, N);
-        double small = time_it(cases[c].u, cases[c].b, o, in, q, 4096);
+        for (int i = 0; i < N; i++) {
+            x[i] = urand(&s, cases[c].lo, cases[c].hi);
+        }
+        double big = time_it(cases[c].u, cases[c].b, o, x, q, N);
+        double small = time_it(cases[c].u, cases[c].b, o, x, q, 4096);
         printf("%-13s 1M %.3f ns/elem (%.0f us)   4K %.3f ns/elem\n", cases[c].name, big,
                big * N * 1e-3, small);
     }
     free(x);
-    free(y);
-    free(p);
     free(q);
     free(o);
     return 0;
