@@ -50,11 +50,12 @@ static bool move_off_shared_cpu(void)
     return true;
 }
 
-/* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns and
- * yielding between checks after that. peer_cpu (may be NULL) is where the
- * thread that will make ready() true last ran: if that is this CPU, it
- * cannot run until we let it, so a worker moves to another CPU, and any
- * other thread (or a worker that moved moments ago) skips the busy phase. */
+/* Polls ready(arg) until it holds or total_ns is up, busy for busy_ns (0:
+ * not at all) and yielding between checks after that. peer_cpu (may be
+ * NULL) is where the thread that will make ready() true last ran: if that
+ * is this CPU, it cannot run until we let it, so a worker moves to another
+ * CPU, and any other thread (or a worker that moved moments ago) skips the
+ * busy phase. */
 static bool spin_until(bool (*ready)(void *), void *arg, int64_t busy_ns, int64_t total_ns,
                        _Atomic int *peer_cpu)
 {
