@@ -489,8 +489,41 @@ static const ucase unary_cases[] = {
     {"atanh (portable)", atanh_portable_arr, atanh, 1.1},
 };
 
+/* fn and ref give the same bits (NaNs of any payload alike) over the
+ * specials and every 997th float32 bit pattern; the names say which is which
+ * in a failure. */
+static void same_bits(const char *name, arr_fn fn, const char *fn_name, arr_fn ref,
+                      const char *ref_name)
+{
+    static float in[CHUNK], r1[CHUNK], r2[CHUNK];
+    int n = 0;
+    for (int i = 0; i < N_SPECIALS; i++) {
+        in[n++] = specials[i];
+    }
+    for (uint64_t b = 0;; b += 997) {
+        int last = b > 0xffffffffu;
+        if (!last) {
+            in[n++] = bits_float((uint32_t)b);
+        }
+        if (n == CHUNK || (last && n > 0)) {
+            fn(r1, in, n);
+            ref(r2, in, n);
+            for (int i = 0; i < n; i++) {
+                if (memcmp(&r1[i], &r2[i], 4) != 0 && !(isnan(r1[i]) && isnan(r2[i]))) {
+                    EV_CHECK_FAIL_("%s(%a): %a (%s) vs %a (%s)", name, (double)in[i],
+                                   (double)r1[i], fn_name, (double)r2[i], ref_name);
+                }
+            }
+            n = 0;
+        }
+        if (last) {
+            break;
+        }
+    }
+}
+
 /* The AVX-512 forms (where this CPU has them) give their portable forms'
- * bits: over every 997th float32 bit pattern and the specials. */
+ * bits. */
 static void test_unary_forms(void)
 {
     static const struct {
@@ -505,33 +538,8 @@ static void test_unary_forms(void)
         {"asinh", asinh_arr, asinh_portable_arr},
         {"atanh", atanh_arr, atanh_portable_arr},
     };
-    static float in[CHUNK], r1[CHUNK], r2[CHUNK];
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
-        int n = 0;
-        for (int i = 0; i < N_SPECIALS; i++) {
-            in[n++] = specials[i];
-        }
-        for (uint64_t b = 0;; b += 997) {
-            int last = b > 0xffffffffu;
-            if (!last) {
-                in[n++] = bits_float((uint32_t)b);
-            }
-            if (n == CHUNK || (last && n > 0)) {
-                pairs[p].fast(r1, in, n);
-                pairs[p].portable(r2, in, n);
-                for (int i = 0; i < n; i++) {
-                    if (memcmp(&r1[i], &r2[i], 4) != 0 && !(isnan(r1[i]) && isnan(r2[i]))) {
-                        EV_CHECK_FAIL_("%s(%a): %a (AVX-512 form) vs %a (portable)",
-                                       pairs[p].name, (double)in[i], (double)r1[i],
-                                       (double)r2[i]);
-                    }
-                }
-                n = 0;
-            }
-            if (last) {
-                break;
-            }
-        }
+        same_bits(pairs[p].name, pairs[p].fast, "AVX-512 form", pairs[p].portable, "portable");
     }
 }
 
@@ -581,36 +589,12 @@ static void test_isa_forms(void)
     int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("bmi2");
     int v4 = v3 && vm_cpu_avx512();
-    static float in[CHUNK], r1[CHUNK], r2[CHUNK];
     for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
-        int n = 0;
-        for (int i = 0; i < N_SPECIALS; i++) {
-            in[n++] = specials[i];
+        if (v3) {
+            same_bits(fns[f].name, fns[f].v3, "x86-64-v3", fns[f].v1, "x86-64");
         }
-        for (uint64_t b = 0;; b += 997) {
-            int last = b > 0xffffffffu;
-            if (!last) {
-                in[n++] = bits_float((uint32_t)b);
-            }
-            if (n == CHUNK || (last && n > 0)) {
-                fns[f].v1(r1, in, n);
-                for (int isa = 3; isa <= 4; isa++) {
-                    if (!(isa == 3 ? v3 : v4)) {
-                        continue;
-                    }
-                    (isa == 3 ? fns[f].v3 : fns[f].v4)(r2, in, n);
-                    for (int i = 0; i < n; i++) {
-                        if (memcmp(&r1[i], &r2[i], 4) != 0 && !(isnan(r1[i]) && isnan(r2[i]))) {
-                            EV_CHECK_FAIL_("%s(%a): %a (x86-64-v%d) vs %a (x86-64)", fns[f].name,
-                                           (double)in[i], (double)r2[i], isa, (double)r1[i]);
-                        }
-                    }
-                }
-                n = 0;
-            }
-            if (last) {
-                break;
-            }
+        if (v4) {
+            same_bits(fns[f].name, fns[f].v4, "x86-64-v4", fns[f].v1, "x86-64");
         }
     }
 }
