@@ -179,7 +179,10 @@ def overlap(prof):
         if e.function and e.function.endswith("_backward"):
             cur = [e.start_ns, e.end_ns] if cur is None else \
                 [min(cur[0], e.start_ns), max(cur[1], e.end_ns)]
-        elif cur is not None:
+        elif cur is not None and e.function is not None:
+            # An op of the program (forward, optimizer) ends the window; a
+            # release the engine issued between two backward ops (no
+            # function) does not.
             windows.append(cur)
             cur = None
     if cur is not None:
