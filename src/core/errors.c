@@ -177,6 +177,7 @@ void *ev__cache_alloc(int kind, size_t size)
              * someone else's work evicted costs latency once per chain
              * rather than once per op. */
             const char *next = cache->items[kind][len - 2];
+            /* Up to 10 lines: the largest struct cached, a graph node. */
             for (size_t off = 0; off < size && off < 640; off += 64) {
                 __builtin_prefetch(next + off, 1);
             }

@@ -222,14 +222,20 @@ BIN_LOOP(remainder_float64, double, double, MOD_F(double, f64))
  * done again by fdivmod_f32. The rest is fdivmod_f32's float arithmetic
  * with its branches as selects, so results match it bit for bit
  * (tests/python/test_divmod_float32.py). */
+/* Whether the fast path is exact for a / b = t: |t| < 2^28, and b finite
+ * (an infinite or NaN b makes a - q * b NaN). */
+__attribute__((always_inline)) static inline int divmod_fast_ok(double t, double b)
+{
+    double ab = b < 0 ? -b : b;
+    return t < 0x1p28 && t > -0x1p28 && ab <= 0x1.fffffep127;
+}
+
 __attribute__((always_inline)) static inline float divmod_fast_f32(float a, float b, float *modp,
                                                                    int *slow)
 {
     double da = a, db = b;
     double t = da / db;
-    double ab = db < 0 ? -db : db;
-    /* Also b infinite or NaN, where a - q * b is NaN. */
-    *slow |= !(t < 0x1p28 && t > -0x1p28 && ab <= 0x1.fffffep127);
+    *slow |= !divmod_fast_ok(t, db);
     /* fmodf's value; at zero its sign may differ, which neither result
      * below reads (both replace a zero by a signed zero of their own). */
     float mod = (float)(da - __builtin_trunc(t) * db);
@@ -265,8 +271,7 @@ __attribute__((always_inline)) static inline void divmod_loop_f32(float *o, cons
         }
         for (int64_t j = 0; j < len; j++) {
             float x = a[i0 + j], y = b[i0 + j];
-            double t = (double)x / (double)y, ay = y < 0 ? -(double)y : (double)y;
-            if (t < 0x1p28 && t > -0x1p28 && ay <= 0x1.fffffep127) {
+            if (divmod_fast_ok((double)x / (double)y, y)) {
                 o[i0 + j] = buf[j];
             } else {
                 float m, d = fdivmod_f32(x, y, &m);

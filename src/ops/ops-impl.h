@@ -96,6 +96,15 @@ static inline void ev__copy_elem(char *dst, const char *src, size_t esz)
  * own byte stride (any sign); the two must not overlap. Bytes are moved
  * as they are, so this serves every dtype (ev__cast_strided would convert
  * through the value). */
+#define EV__REVERSE_RUN(T)                                                 \
+    do {                                                                   \
+        T *restrict d_ = (T *)dst;                                         \
+        const T *restrict s_ = (const T *)src;                             \
+        for (int64_t i = 0; i < n; i++) {                                  \
+            d_[i] = s_[-i];                                                \
+        }                                                                  \
+    } while (0)
+
 static inline void ev__copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n,
                                 size_t esz)
 {
@@ -105,10 +114,23 @@ static inline void ev__copy_run(char *dst, int64_t ds, const char *src, int64_t 
         }
         return;
     }
+    if (ds == (int64_t)esz && ss == -(int64_t)esz) {
+        /* A reversed row (flip, negative-step views): a loop per element
+         * size, which GCC vectorizes (a permute a vector) where the
+         * element copy below is one call a value. */
+        switch (esz) {
+        case 1: EV__REVERSE_RUN(uint8_t); break;
+        case 2: EV__REVERSE_RUN(uint16_t); break;
+        case 4: EV__REVERSE_RUN(uint32_t); break;
+        default: EV__REVERSE_RUN(uint64_t); break;
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         ev__copy_elem(dst + i * ds, src + i * ss, esz);
     }
 }
+#undef EV__REVERSE_RUN
 
 /* ------------------------------------------------------------ sort keys
  *

@@ -37,33 +37,6 @@ static int64_t source_index(const remap_arg *a, int d, int64_t i)
     return i >= s ? i - s : i - s + n;
 }
 
-/* Copies n elements stepping src by ss bytes (negative: a reversed row)
- * into contiguous dst: loops per element size that GCC vectorizes for a
- * contiguous reversed source (a permute a vector), which the generic
- * element copy is not. */
-#define REVERSE_LOOP(T)                                                   \
-    do {                                                                  \
-        T *restrict d = (T *)dst;                                         \
-        const T *restrict s = (const T *)src;                             \
-        for (int64_t i = 0; i < n; i++) {                                 \
-            d[i] = s[-i];                                                 \
-        }                                                                 \
-    } while (0)
-
-static void reverse_run(char *dst, const char *src, int64_t ss, int64_t n, size_t esz)
-{
-    if (ss != -(int64_t)esz) {
-        ev__copy_run(dst, (int64_t)esz, src, ss, n, esz);
-        return;
-    }
-    switch (esz) {
-    case 1: REVERSE_LOOP(uint8_t); break;
-    case 2: REVERSE_LOOP(uint16_t); break;
-    case 4: REVERSE_LOOP(uint32_t); break;
-    default: REVERSE_LOOP(uint64_t); break;
-    }
-}
-
 /* Output elements [lo, hi) in C order, row piece by row piece (rows along
  * the last dimension), so that a tensor of few long rows splits too. */
 static void remap_range(int64_t lo, int64_t hi, void *p)
@@ -85,7 +58,8 @@ static void remap_range(int64_t lo, int64_t hi, void *p)
         const char *xr = xb + xo;
         char *orow = ob + r * n * (int64_t)esz;
         if (a->flip & (1u << last)) {
-            reverse_run(orow + c0 * (int64_t)esz, xr + (n - 1 - c0) * xs, -xs, c1 - c0, esz);
+            ev__copy_run(orow + c0 * (int64_t)esz, (int64_t)esz, xr + (n - 1 - c0) * xs, -xs,
+                         c1 - c0, esz);
         } else {
             /* Output column c reads column c - s, or c - s + n below s. */
             int64_t s = a->shift[last], mid = c1 < s ? c1 : s;

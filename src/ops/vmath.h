@@ -55,6 +55,18 @@ VM_INLINE float pow2i_f32(int32_t k) /* k in [-126, 127] */
     return f;
 }
 
+/* r with its sign flipped where x is negative (-0 and NaNs by their sign
+ * bit): an odd function's result from its value at |x|. NaN stays NaN. */
+VM_INLINE float vm_xor_sign(float r, float x)
+{
+    uint32_t rb, xb;
+    memcpy(&rb, &r, sizeof rb);
+    memcpy(&xb, &x, sizeof xb);
+    rb ^= xb & 0x80000000u;
+    memcpy(&r, &rb, sizeof r);
+    return r;
+}
+
 /* x = k ln 2 + r (x within [-104, 90], or NaN): returns e^r - 1 = r + r^2
  * P(r) in full relative precision, k in *kf (as a float, NaN for NaN). */
 VM_INLINE float vm_expm1_reduced_f32(float xc, float *kf_out)
@@ -927,11 +939,7 @@ VM_INLINE float sinh_f32(float x)
     vm_sinhcosh_parts(x, &w, &v, &up, &dn);
     float y = up + __builtin_fmaf(up, w, -(dn * v));
     y = y + y;
-    uint32_t yb, xb;
-    memcpy(&yb, &y, sizeof yb);
-    memcpy(&xb, &x, sizeof xb);
-    yb ^= xb & 0x80000000u; /* sinh is odd; NaN stays NaN */
-    memcpy(&y, &yb, sizeof y);
+    y = vm_xor_sign(y, x);
     float z = x * x;
     float p = __builtin_fmaf(__builtin_fmaf(2.0022066019e-04f, z, 8.3329770714e-03f), z,
                              1.6666668653e-01f);
@@ -1014,11 +1022,7 @@ VM_INLINE float atan_f32(float x)
                   1.9993773103e-01f), z, -3.3333152533e-01f);
     float r = __builtin_fmaf(v * z, p, v);
     r = vm_above_bits(t, 1.0f) ? (r + -4.3711390001862426e-08f) + 1.5707963705062866f : r;
-    uint32_t rb, xb;
-    memcpy(&rb, &r, sizeof rb);
-    memcpy(&xb, &x, sizeof xb);
-    rb ^= xb & 0x80000000u;
-    memcpy(&r, &rb, sizeof r);
+    r = vm_xor_sign(r, x);
     return r;
 }
 
@@ -1057,11 +1061,7 @@ VM_INLINE float asin_f32(float x)
     float c = vm_asin_core_f32(vm_asin_arg_f32(a, big));
     float r = vm_above_bits(a, 0.5f) ? __builtin_fmaf(-2.0f, c, 0x1.921fb6p+0f) + -4.371139000e-08f
                                      : c;
-    uint32_t rb, xb;
-    memcpy(&rb, &r, sizeof rb);
-    memcpy(&xb, &x, sizeof xb);
-    rb ^= xb & 0x80000000u; /* NaN stays NaN */
-    memcpy(&r, &rb, sizeof r);
+    r = vm_xor_sign(r, x);
     return r;
 }
 
@@ -1074,11 +1074,7 @@ VM_INLINE float acos_f32(float x)
      * (0 or 2) or 1 */
     int bigb = vm_above_bits(a, 0.5f);
     float m = bigb ? 2.0f : -1.0f;
-    uint32_t mb, xb;
-    memcpy(&mb, &m, sizeof mb);
-    memcpy(&xb, &x, sizeof xb);
-    mb ^= xb & 0x80000000u;
-    memcpy(&m, &mb, sizeof m);
+    m = vm_xor_sign(m, x);
     float k = bigb ? __builtin_fmaf(-0.5f, m, 1.0f) : 1.0f;
     return __builtin_fmaf(k, 0x1.921fb6p+0f, __builtin_fmaf(m, c, k * -4.371139000e-08f));
 }
@@ -1149,11 +1145,7 @@ VM_INLINE float tan_f32_bounded(float x)
     float e = __builtin_fmaf(q, tail, __builtin_fmaf(q, rh, 1.0f));
     float y = __builtin_fmaf(q, e, q);
     float res = (nb & 1u) ? y : th;
-    uint32_t resb, xb;
-    memcpy(&resb, &res, sizeof resb);
-    memcpy(&xb, &x, sizeof xb);
-    resb ^= xb & 0x80000000u;
-    memcpy(&res, &resb, sizeof res);
+    res = vm_xor_sign(res, x);
     return res;
 }
 
