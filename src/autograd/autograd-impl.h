@@ -4,7 +4,6 @@
 #ifndef EV_AUTOGRAD_IMPL_H
 #define EV_AUTOGRAD_IMPL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +51,6 @@ typedef struct ev__ag_input {
 typedef struct ev__ag_saved {
     ev_tensor *t;      /* owned; NULL once released */
     uint64_t version;
-    bool layout_only;  /* kept for its shape, strides and offset: no version check */
 } ev__ag_saved;
 
 #define EV__AG_MAX_SAVED 4
@@ -61,33 +59,42 @@ typedef struct ev__ag_saved {
 #define EV__AG_INLINE_NEXT 3
 #define EV__AG_CACHE_NODE EV__CACHE_UPPER_A
 #define EV__AG_CACHE_META EV__CACHE_UPPER_B
+/* The bytes that making and freeing an elementwise node touch (every field
+ * up to the second input's shape, for inputs of up to 2 dimensions): the
+ * 5 lines the struct cache prefetches (errors.c). arg and a third input
+ * come after them and are written only when used, so a chain of ops
+ * brings half the lines of the old layout through the cache. */
+#define EV__AG_NODE_HOT_BYTES 320
 
 struct ev_ag_node {
     atomic_int refs;
+    int n_next;
     const ev__ag_fn *fn;
     uint64_t seq;           /* creation order: later nodes run first */
     ev_vm *vm;
-    uint32_t thread_uid;    /* the forward op's thread uid */
     const ev_site *site;    /* the forward op's site */
     const ev_site *bw_site; /* interned: the backward's name at that site */
-    int n_next;
-    int n_saved;
+    ev_ag_node *free_next;  /* the free list while nodes are being freed */
+    uint32_t thread_uid;    /* the forward op's thread uid */
+    uint8_t n_saved;
+    uint8_t layout_only;    /* bit i: saved[i] is kept for its shape, strides
+                             * and offset only (no version check) */
     bool released;          /* saved tensors dropped by a backward */
     ev__ag_saved saved[EV__AG_MAX_SAVED];
     ev_tensor *leaf;        /* the accumulator's leaf (owned) */
     ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
     ev_ag_node *inner;      /* owned: the in-place op a CopySlices node applies */
-    _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
-    ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
     ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
+    ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
     ev__ag_edge inline_next[EV__AG_INLINE_NEXT];
     ev__ag_input inline_inputs[EV__AG_INLINE_NEXT];
+    _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
 };
 
 /* A tensor's autograd state (its ev_tensor_ext). */
 typedef struct ev__ag_meta {
     ev_tensor_ext ext;
-    pthread_mutex_t lock;     /* guards everything below */
+    ev__lock lock;            /* guards everything below */
     bool requires_grad;
     bool is_view;             /* made by a recorded view op */
     /* A recorded view: the tensor it views (owned; never itself a recorded

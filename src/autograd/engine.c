@@ -290,7 +290,7 @@ static int accumulate(walk *w, entry *e)
     if (rc) {
         return rc;
     }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     if (!m->grad) {
         ev_tensor *g = e->buf;
         if ((e->fresh || ev_tensor_is_unique(g)) && ev_tensor_is_contiguous(g) &&
@@ -310,7 +310,7 @@ static int accumulate(walk *w, entry *e)
     } else {
         rc = ev_binary_(&ex, EV_OP_ADD, m->grad, e->buf);
     }
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     for (ev__ag_hook *h = m->post_hooks; h && !rc; h = h->next) {
         rc = h->fn.leaf(h->ctx, leaf);
     }
@@ -428,7 +428,7 @@ static ev_ag_node *entry_node(ev_tensor *t, uint32_t *nr)
     ev__ag_meta *m = ev__ag_meta_of(t);
     ev__ag_edge e = {NULL, 0};
     if (m && m->requires_grad) {
-        pthread_mutex_lock(&m->lock);
+        ev__lock_acquire(&m->lock);
         if (m->grad_fn) {
             e.node = m->grad_fn;
             ev_ag_node_ref(e.node);
@@ -442,7 +442,7 @@ static ev_ag_node *entry_node(ev_tensor *t, uint32_t *nr)
             }
             e.node = r > 0 ? m->accumulator : NULL;
         }
-        pthread_mutex_unlock(&m->lock);
+        ev__lock_release(&m->lock);
     }
     *nr = e.output_nr;
     return e.node;

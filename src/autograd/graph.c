@@ -1,6 +1,7 @@
 /* The graph: a tensor's autograd state, nodes and their edges, saved tensors
  * and the version check, grad mode, hooks, and the interned sites backward
  * ops report. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,11 +64,11 @@ static void node_free_one(ev_ag_node *n)
     if (n->leaf) {
         ev__ag_meta *m = ev__ag_meta_of(n->leaf);
         if (m) {
-            pthread_mutex_lock(&m->lock);
+            ev__lock_acquire(&m->lock);
             if (m->accumulator == n) {
                 m->accumulator = NULL;
             }
-            pthread_mutex_unlock(&m->lock);
+            ev__lock_release(&m->lock);
         }
         ev_tensor_unref(n->leaf);
     }
@@ -98,9 +99,7 @@ void ev_ag_node_unref(ev_ag_node *n)
     if (!n || atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1) {
         return;
     }
-    /* The free list links through the node's argument bytes (no longer
-     * used). */
-    *(ev_ag_node **)n->arg = free_list;
+    n->free_next = free_list;
     free_list = n;
     if (freeing) {
         return;
@@ -108,7 +107,7 @@ void ev_ag_node_unref(ev_ag_node *n)
     freeing = true;
     while (free_list) {
         ev_ag_node *f = free_list;
-        free_list = *(ev_ag_node **)f->arg;
+        free_list = f->free_next;
         node_free_one(f);
     }
     freeing = false;
@@ -127,6 +126,9 @@ static ev_ag_node *node_try_ref(ev_ag_node *n)
     return NULL;
 }
 
+_Static_assert(offsetof(ev_ag_node, inline_inputs[1].shape[2]) <= EV__AG_NODE_HOT_BYTES,
+               "a binary node's fields fit the lines the struct cache prefetches");
+
 static ev_ag_node *node_alloc(int n_next)
 {
     ev_ag_node *n = ev__cache_alloc(EV__AG_CACHE_NODE, sizeof(ev_ag_node));
@@ -142,9 +144,9 @@ static ev_ag_node *node_alloc(int n_next)
     n->site = n->bw_site = NULL;
     n->n_saved = 0;
     n->released = false;
+    n->layout_only = 0;
     for (int i = 0; i < EV__AG_MAX_SAVED; i++) {
         n->saved[i].t = NULL;
-        n->saved[i].layout_only = false;
     }
     n->leaf = NULL;
     n->hooks = NULL;
@@ -162,7 +164,9 @@ static ev_ag_node *node_alloc(int n_next)
             return NULL;
         }
     } else {
-        memset(n->inline_next, 0, sizeof(ev__ag_edge) * (size_t)n_next);
+        for (int i = 0; i < n_next; i++) { /* a loop: memset's call cost more */
+            n->inline_next[i] = (ev__ag_edge){NULL, 0};
+        }
     }
     atomic_init(&n->refs, 1);
     n->n_next = n_next;
@@ -175,7 +179,7 @@ static const ev__ag_fn accumulate_fn = {"AccumulateGrad", NULL};
 /* The accumulator of a leaf that requires grad (a new reference). */
 static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
 {
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     ev_ag_node *acc = m->accumulator ? node_try_ref(m->accumulator) : NULL;
     if (!acc) {
         acc = node_alloc(0);
@@ -186,19 +190,22 @@ static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
             m->accumulator = acc;
         }
     }
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     return acc;
 }
 
 static void input_of(ev__ag_input *in, const ev_tensor *t)
 {
+    const int64_t *shape = ev_tensor_shape(t);
     in->dtype = ev_tensor_dtype(t);
     in->ndim = ev_tensor_ndim(t);
-    memcpy(in->shape, ev_tensor_shape(t), sizeof(int64_t) * (size_t)in->ndim);
+    for (int d = 0; d < in->ndim; d++) { /* a loop: most shapes are short */
+        in->shape[d] = shape[d];
+    }
 }
 
-/* The edge a gradient for t follows (a new reference, or NULL node). */
-int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
+/* ev__ag_edge_of for a t whose view node is fresh. */
+static int fresh_edge_of(ev_tensor *t, ev__ag_edge *e)
 {
     e->node = NULL;
     e->output_nr = 0;
@@ -206,19 +213,26 @@ int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
     if (!m || !m->requires_grad) {
         return 0;
     }
-    int rc = ev__ag_refresh_view(t);
-    if (rc) {
-        return rc;
-    }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     ev_ag_node *fn = m->grad_fn;
     if (fn) {
         ev_ag_node_ref(fn);
         e->output_nr = m->output_nr;
     }
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     e->node = fn ? fn : leaf_accumulator(t, m);
     return e->node ? 0 : EV_ENOMEM;
+}
+
+int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
+{
+    int rc = t ? ev__ag_refresh_view(t) : 0;
+    if (rc) {
+        e->node = NULL;
+        e->output_nr = 0;
+        return rc;
+    }
+    return fresh_edge_of(t, e);
 }
 
 ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
@@ -227,7 +241,8 @@ ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
     /* Stale views' nodes are remade first: a node must be newer than the
      * nodes it points to (the walk orders and prunes by creation). */
     for (int i = 0; i < n; i++) {
-        if (inputs[i] && ev__ag_refresh_view(inputs[i]) != 0) {
+        ev__ag_meta *m = inputs[i] ? ev__ag_meta_of(inputs[i]) : NULL;
+        if (m && m->view_base && ev__ag_refresh_view(inputs[i]) != 0) {
             return NULL;
         }
     }
@@ -242,7 +257,7 @@ ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
     for (int i = 0; i < n; i++) {
         if (inputs[i]) {
             input_of(&node->inputs[i], inputs[i]);
-            if (ev__ag_edge_of(inputs[i], &node->next[i]) != 0) {
+            if (fresh_edge_of(inputs[i], &node->next[i]) != 0) {
                 ev_ag_node_unref(node);
                 return NULL;
             }
@@ -265,7 +280,7 @@ int ev__ag_save(ev_ag_node *n, int i, ev_tensor *t, bool is_output)
     n->saved[i].t = s;
     n->saved[i].version = ev_tensor_version(t);
     if (i >= n->n_saved) {
-        n->n_saved = i + 1;
+        n->n_saved = (uint8_t)(i + 1);
     }
     return 0;
 }
@@ -278,9 +293,9 @@ int ev__ag_save_layout(ev_ag_node *n, int i, ev_tensor *t)
         return rc;
     }
     n->saved[i].t = s;
-    n->saved[i].layout_only = true;
+    n->layout_only |= (uint8_t)(1u << i);
     if (i >= n->n_saved) {
-        n->n_saved = i + 1;
+        n->n_saved = (uint8_t)(i + 1);
     }
     return 0;
 }
@@ -301,11 +316,11 @@ int ev__ag_refresh_view(ev_tensor *t)
     }
     ev__ag_meta *bm = ev__ag_meta_of(m->view_base);
     uint64_t gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     bool stale = m->view_gen != gen;
     ev_ag_node *old = stale && m->grad_fn ? m->grad_fn : NULL;
     ev_exec ex = {old ? old->vm : NULL, old ? old->thread_uid : 0, old ? old->site : NULL};
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     if (!stale) {
         return 0;
     }
@@ -321,12 +336,12 @@ int ev__ag_refresh_view(ev_tensor *t)
     if (!n) {
         return EV_ENOMEM;
     }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     old = m->grad_fn;
     m->grad_fn = n;
     m->output_nr = 0;
     m->view_gen = gen;
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     ev_ag_node_unref(old);
     return 0;
 }
@@ -341,7 +356,6 @@ static void meta_release(ev_tensor_ext *ext)
     ev_tensor_unref(m->grad);
     hooks_free(m->hooks);
     hooks_free(m->post_hooks);
-    pthread_mutex_destroy(&m->lock);
     ev__cache_free(EV__AG_CACHE_META, m);
 }
 
@@ -353,16 +367,14 @@ static ev__ag_meta *meta_new(void)
         ev__set_message(EV_ENOMEM, "autograd: out of memory for a tensor's state");
         return NULL;
     }
-    memset(m, 0, sizeof(*m));
+    memset(m, 0, sizeof(*m)); /* the lock too: all zero is free */
     m->ext.release = meta_release;
-    pthread_mutex_init(&m->lock, NULL);
     return m;
 }
 
 /* Frees a state that lost the race to be t's (it holds nothing). */
 static void meta_discard(ev__ag_meta *m)
 {
-    pthread_mutex_destroy(&m->lock);
     ev__cache_free(EV__AG_CACHE_META, m);
 }
 
@@ -412,7 +424,7 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
         meta_discard(m);
         m = won; /* another thread gave it a state first: set it as below */
     }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     ev_ag_node *old = m->grad_fn;
     m->grad_fn = n;
     m->output_nr = 0;
@@ -422,7 +434,7 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
         m->view_gen = gen;
     }
     __atomic_store_n(&m->requires_grad, true, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     ev_ag_node_unref(old);
     return 0;
 }
@@ -474,9 +486,9 @@ ev_tensor *ev_ag_grad(const ev_tensor *t)
     if (!m) {
         return NULL;
     }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     ev_tensor *g = ev_tensor_ref(m->grad);
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     return g;
 }
 
@@ -500,10 +512,10 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
     if (!m) {
         return grad ? EV_ENOMEM : 0;
     }
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     ev_tensor *old = m->grad;
     m->grad = ev_tensor_ref(grad);
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     ev_tensor_unref(old);
     return 0;
 }
@@ -581,11 +593,11 @@ int ev_ag_register_hook(ev_tensor *t, ev_ag_grad_hook fn, void *ctx, void (*free
         return EV_ENOMEM;
     }
     h->fn.grad = fn;
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     /* A non-leaf's hooks ride on the node that makes it; a leaf's on its
      * state, run by its accumulator. */
     hook_append(m->grad_fn ? &m->grad_fn->hooks : &m->hooks, h);
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     return 0;
 }
 
@@ -606,9 +618,9 @@ int ev_ag_register_post_accumulate_hook(ev_tensor *t, ev_ag_leaf_hook fn, void *
         return EV_ENOMEM;
     }
     h->fn.leaf = fn;
-    pthread_mutex_lock(&m->lock);
+    ev__lock_acquire(&m->lock);
     hook_append(&m->post_hooks, h);
-    pthread_mutex_unlock(&m->lock);
+    ev__lock_release(&m->lock);
     return 0;
 }
 
@@ -637,7 +649,7 @@ int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out)
     }
     ev__ag_saved *s = &n->saved[i];
     uint64_t now = ev_tensor_version(s->t);
-    if (!s->layout_only && now != s->version) {
+    if (!(n->layout_only & (1u << i)) && now != s->version) {
         const char *wname;
         const ev_site *wsite;
         ev_tensor_last_write(s->t, &wname, &wsite);

@@ -177,8 +177,10 @@ void *ev__cache_alloc(int kind, size_t size)
              * someone else's work evicted costs latency once per chain
              * rather than once per op. */
             const char *next = cache->items[kind][len - 2];
-            /* Up to 10 lines: the largest struct cached, a graph node. */
-            for (size_t off = 0; off < size && off < 640; off += 64) {
+            /* Up to 5 lines: the largest struct cached, a graph node, is
+             * laid out so that every use touches only those
+             * (EV__AG_NODE_HOT_BYTES in autograd-impl.h). */
+            for (size_t off = 0; off < size && off < 320; off += 64) {
                 __builtin_prefetch(next + off, 1);
             }
         }

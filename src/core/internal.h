@@ -75,45 +75,6 @@ static inline int64_t ev__prof_ticks(void)
 #endif
 }
 
-/* -------------------------------------------------------------- parking */
-
-/* services.h has ev__park and ev__wake_all. */
-void ev__wake_one(_Atomic uint32_t *word);
-
-/* -------------------------------------------------------- the submit lock */
-
-/* A lock whose release is a plain store. pthread_mutex_unlock is a locked
- * instruction, which waits until every store before it has reached the
- * cache: after a submit, that includes the link the worker is polling,
- * whose line must first be taken back from the worker's core. A plain
- * store lets that transfer finish while the submitting thread goes on.
- * The price: an unlock can miss a waiter that is just going to sleep, so
- * waiters sleep at most 1 ms at a time (contention is rare: submitting
- * threads hold the lock for a few hundred nanoseconds). */
-typedef struct ev__lock {
-    _Atomic uint32_t state;   /* 0 free, 1 held; futex word */
-    _Atomic uint32_t waiters; /* threads in ev__lock_slow's sleep loop */
-} ev__lock;
-
-void ev__lock_slow(ev__lock *l);
-
-static inline void ev__lock_acquire(ev__lock *l)
-{
-    uint32_t free_state = 0;
-    if (!atomic_compare_exchange_strong_explicit(&l->state, &free_state, 1,
-                                                 memory_order_acquire, memory_order_relaxed)) {
-        ev__lock_slow(l);
-    }
-}
-
-static inline void ev__lock_release(ev__lock *l)
-{
-    atomic_store_explicit(&l->state, 0, memory_order_release);
-    if (atomic_load_explicit(&l->waiters, memory_order_relaxed)) {
-        ev__wake_one(&l->state);
-    }
-}
-
 /* ---------------------------------------------------------------- errors */
 
 struct ev_error {

@@ -81,6 +81,7 @@ int64_t ev__now_ns(void);
 /* Sleeps while *word == expected (futex). Spurious wakeups are possible. */
 void ev__park(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns);
 void ev__wake_all(_Atomic uint32_t *word);
+void ev__wake_one(_Atomic uint32_t *word);
 
 static inline void ev__cpu_relax(void)
 {
@@ -89,6 +90,41 @@ static inline void ev__cpu_relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* ------------------------------------------------------------ the lock */
+
+/* A lock whose release is a plain store. pthread_mutex_unlock is a locked
+ * instruction, which waits until every store before it has reached the
+ * cache: after a submit, that includes the link the worker is polling,
+ * whose line must first be taken back from the worker's core. A plain
+ * store lets that transfer finish while the submitting thread goes on.
+ * The price: an unlock can miss a waiter that is just going to sleep, so
+ * waiters sleep at most 1 ms at a time (contention is rare: submitting
+ * threads hold the lock for a few hundred nanoseconds, and a tensor's
+ * autograd state is locked about as briefly). */
+typedef struct ev__lock {
+    _Atomic uint32_t state;   /* 0 free, 1 held; futex word */
+    _Atomic uint32_t waiters; /* threads in ev__lock_slow's sleep loop */
+} ev__lock;
+
+void ev__lock_slow(ev__lock *l);
+
+static inline void ev__lock_acquire(ev__lock *l)
+{
+    uint32_t free_state = 0;
+    if (!atomic_compare_exchange_strong_explicit(&l->state, &free_state, 1,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        ev__lock_slow(l);
+    }
+}
+
+static inline void ev__lock_release(ev__lock *l)
+{
+    atomic_store_explicit(&l->state, 0, memory_order_release);
+    if (atomic_load_explicit(&l->waiters, memory_order_relaxed)) {
+        ev__wake_one(&l->state);
+    }
 }
 
 /* ------------------------------------------------- per-runtime extensions */
