@@ -91,12 +91,22 @@ struct ev_ag_node {
     _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
 };
 
-/* A tensor's autograd state (its ev_tensor_ext). */
+/* What few tensors have: a leaf's accumulator and hooks, a gradient kept
+ * on the tensor. Kept apart so that every op's output state fits a line. */
+typedef struct ev__ag_leaf {
+    ev_ag_node *accumulator;  /* weak: cleared when it is freed */
+    ev_tensor *grad;          /* owned */
+    ev__ag_hook *hooks;       /* leaf: run before accumulating */
+    ev__ag_hook *post_hooks;  /* leaf: run after */
+} ev__ag_leaf;
+
+/* A tensor's autograd state (its ev_tensor_ext): one line. */
 typedef struct ev__ag_meta {
     ev_tensor_ext ext;
     ev__lock lock;            /* guards everything below */
     bool requires_grad;
     bool is_view;             /* made by a recorded view op */
+    uint32_t output_nr;
     /* A recorded view: the tensor it views (owned; never itself a recorded
      * view), and base_gen's value when grad_fn was made. A base: bumped
      * whenever its graph changes under its views (an in-place op on it or
@@ -105,11 +115,9 @@ typedef struct ev__ag_meta {
     uint64_t view_gen;
     uint64_t base_gen;
     ev_ag_node *grad_fn;      /* owned; NULL for a leaf */
-    uint32_t output_nr;
-    ev_ag_node *accumulator;  /* weak: cleared when it is freed */
-    ev_tensor *grad;          /* owned */
-    ev__ag_hook *hooks;       /* leaf: run before accumulating */
-    ev__ag_hook *post_hooks;  /* leaf: run after */
+    /* Made on first use, under the lock, and kept until the state goes
+     * (so a pointer read once stays good); NULL until then. */
+    ev__ag_leaf *leaf;
 } ev__ag_meta;
 
 /* The meta of t, or NULL if it has none. */
@@ -119,6 +127,16 @@ static inline ev__ag_meta *ev__ag_meta_of(const ev_tensor *t)
 }
 /* The meta of t, made if needed; NULL on out of memory (message set). */
 ev__ag_meta *ev__ag_meta_get(ev_tensor *t);
+/* m's leaf part, NULL if it has none yet (any thread). */
+static inline ev__ag_leaf *ev__ag_leaf_of(ev__ag_meta *m)
+{
+    /* acquire: pairs with ev__ag_leaf_get's release, so its fields, set
+     * before it was published, are seen. */
+    return __atomic_load_n(&m->leaf, __ATOMIC_ACQUIRE);
+}
+/* m's leaf part, made if needed; m->lock held. NULL on out of memory
+ * (message set). */
+ev__ag_leaf *ev__ag_leaf_get(ev__ag_meta *m);
 
 static inline bool ev__ag_tracks(const ev_tensor *t)
 {

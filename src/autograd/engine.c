@@ -285,17 +285,19 @@ static int accumulate(walk *w, entry *e)
 {
     ev_tensor *leaf = e->node->leaf;
     ev__ag_meta *m = ev__ag_meta_of(leaf);
+    /* Made with the accumulator, before it. */
+    ev__ag_leaf *l = ev__ag_leaf_of(m);
     ev_exec ex = {w->vm, e->uid, NULL};
-    int rc = run_hooks(m->hooks, &e->buf, &e->fresh);
+    int rc = run_hooks(l->hooks, &e->buf, &e->fresh);
     if (rc) {
         return rc;
     }
     ev__lock_acquire(&m->lock);
-    if (!m->grad) {
+    if (!l->grad) {
         ev_tensor *g = e->buf;
         if ((e->fresh || ev_tensor_is_unique(g)) && ev_tensor_is_contiguous(g) &&
             ev_tensor_dtype(g) == ev_tensor_dtype(leaf)) {
-            m->grad = ev_tensor_ref(g);
+            l->grad = ev_tensor_ref(g);
         } else {
             ev_tensor *copy;
             rc = ev_empty(&ex, ev_tensor_dtype(leaf), ev_tensor_ndim(leaf),
@@ -304,14 +306,14 @@ static int accumulate(walk *w, entry *e)
                 ev_tensor_unref(copy);
             }
             if (!rc) {
-                m->grad = copy;
+                l->grad = copy;
             }
         }
     } else {
-        rc = ev_binary_(&ex, EV_OP_ADD, m->grad, e->buf);
+        rc = ev_binary_(&ex, EV_OP_ADD, l->grad, e->buf);
     }
     ev__lock_release(&m->lock);
-    for (ev__ag_hook *h = m->post_hooks; h && !rc; h = h->next) {
+    for (ev__ag_hook *h = l->post_hooks; h && !rc; h = h->next) {
         rc = h->fn.leaf(h->ctx, leaf);
     }
     return rc;
@@ -390,7 +392,9 @@ static int execute(walk *w)
         entry *e = lookup(w, heap_pop(w));
         if (e->buf) {
             if (e->capture >= 0 && !e->node->fn->backward) {
-                rc = run_hooks(e->node->leaf ? ev__ag_meta_of(e->node->leaf)->hooks : NULL,
+                rc = run_hooks(e->node->leaf
+                                   ? ev__ag_leaf_of(ev__ag_meta_of(e->node->leaf))->hooks
+                                   : NULL,
                                &e->buf, &e->fresh);
             } else {
                 rc = run_node(w, e);
@@ -433,14 +437,15 @@ static ev_ag_node *entry_node(ev_tensor *t, uint32_t *nr)
             e.node = m->grad_fn;
             ev_ag_node_ref(e.node);
             e.output_nr = m->output_nr;
-        } else if (m->accumulator) {
+        } else if (m->leaf && m->leaf->accumulator) {
             /* Only an existing accumulator: a leaf no op used has none. */
-            int r = atomic_load_explicit(&m->accumulator->refs, memory_order_relaxed);
+            ev_ag_node *acc = m->leaf->accumulator;
+            int r = atomic_load_explicit(&acc->refs, memory_order_relaxed);
             while (r > 0 && !atomic_compare_exchange_weak_explicit(
-                                &m->accumulator->refs, &r, r + 1, memory_order_acquire,
+                                &acc->refs, &r, r + 1, memory_order_acquire,
                                 memory_order_relaxed)) {
             }
-            e.node = r > 0 ? m->accumulator : NULL;
+            e.node = r > 0 ? acc : NULL;
         }
         ev__lock_release(&m->lock);
     }

@@ -65,8 +65,9 @@ static void node_free_one(ev_ag_node *n)
         ev__ag_meta *m = ev__ag_meta_of(n->leaf);
         if (m) {
             ev__lock_acquire(&m->lock);
-            if (m->accumulator == n) {
-                m->accumulator = NULL;
+            ev__ag_leaf *l = m->leaf; /* made before n was */
+            if (l->accumulator == n) {
+                l->accumulator = NULL;
             }
             ev__lock_release(&m->lock);
         }
@@ -129,6 +130,8 @@ static ev_ag_node *node_try_ref(ev_ag_node *n)
 _Static_assert(offsetof(ev_ag_node, inline_inputs[1].shape[2]) <= EV__AG_NODE_HOT_BYTES,
                "a binary node's fields fit the lines the struct cache prefetches");
 
+_Static_assert(sizeof(ev__ag_meta) <= 64, "an op's output state fits one line");
+
 static ev_ag_node *node_alloc(int n_next)
 {
     ev_ag_node *n = ev__cache_alloc(EV__AG_CACHE_NODE, sizeof(ev_ag_node));
@@ -180,14 +183,15 @@ static const ev__ag_fn accumulate_fn = {"AccumulateGrad", NULL};
 static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
 {
     ev__lock_acquire(&m->lock);
-    ev_ag_node *acc = m->accumulator ? node_try_ref(m->accumulator) : NULL;
-    if (!acc) {
+    ev__ag_leaf *l = ev__ag_leaf_get(m);
+    ev_ag_node *acc = l && l->accumulator ? node_try_ref(l->accumulator) : NULL;
+    if (l && !acc) {
         acc = node_alloc(0);
         if (acc) {
             acc->fn = &accumulate_fn;
             acc->leaf = ev_tensor_ref(t);
             acc->vm = NULL;
-            m->accumulator = acc;
+            l->accumulator = acc;
         }
     }
     ev__lock_release(&m->lock);
@@ -353,9 +357,12 @@ static void meta_release(ev_tensor_ext *ext)
     ev__ag_meta *m = (ev__ag_meta *)ext;
     ev_ag_node_unref(m->grad_fn);
     ev_tensor_unref(m->view_base);
-    ev_tensor_unref(m->grad);
-    hooks_free(m->hooks);
-    hooks_free(m->post_hooks);
+    if (m->leaf) {
+        ev_tensor_unref(m->leaf->grad);
+        hooks_free(m->leaf->hooks);
+        hooks_free(m->leaf->post_hooks);
+        free(m->leaf);
+    }
     ev__cache_free(EV__AG_CACHE_META, m);
 }
 
@@ -392,6 +399,21 @@ ev__ag_meta *ev__ag_meta_get(ev_tensor *t)
         meta_discard(m);
     }
     return won;
+}
+
+ev__ag_leaf *ev__ag_leaf_get(ev__ag_meta *m)
+{
+    ev__ag_leaf *l = m->leaf;
+    if (!l) {
+        l = ev__calloc(1, sizeof *l);
+        if (!l) {
+            ev__set_message(EV_ENOMEM, "autograd: out of memory for a leaf tensor's state");
+            return NULL;
+        }
+        /* release: readers without the lock see its fields (ev__ag_leaf_of). */
+        __atomic_store_n(&m->leaf, l, __ATOMIC_RELEASE);
+    }
+    return l;
 }
 
 int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
@@ -487,7 +509,7 @@ ev_tensor *ev_ag_grad(const ev_tensor *t)
         return NULL;
     }
     ev__lock_acquire(&m->lock);
-    ev_tensor *g = ev_tensor_ref(m->grad);
+    ev_tensor *g = m->leaf ? ev_tensor_ref(m->leaf->grad) : NULL;
     ev__lock_release(&m->lock);
     return g;
 }
@@ -513,8 +535,13 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
         return grad ? EV_ENOMEM : 0;
     }
     ev__lock_acquire(&m->lock);
-    ev_tensor *old = m->grad;
-    m->grad = ev_tensor_ref(grad);
+    ev__ag_leaf *l = grad ? ev__ag_leaf_get(m) : m->leaf;
+    if (!l) {
+        ev__lock_release(&m->lock);
+        return grad ? EV_ENOMEM : 0;
+    }
+    ev_tensor *old = l->grad;
+    l->grad = ev_tensor_ref(grad);
     ev__lock_release(&m->lock);
     ev_tensor_unref(old);
     return 0;
@@ -596,7 +623,13 @@ int ev_ag_register_hook(ev_tensor *t, ev_ag_grad_hook fn, void *ctx, void (*free
     ev__lock_acquire(&m->lock);
     /* A non-leaf's hooks ride on the node that makes it; a leaf's on its
      * state, run by its accumulator. */
-    hook_append(m->grad_fn ? &m->grad_fn->hooks : &m->hooks, h);
+    ev__ag_leaf *l = m->grad_fn ? NULL : ev__ag_leaf_get(m);
+    if (!m->grad_fn && !l) {
+        ev__lock_release(&m->lock);
+        free(h); /* the caller keeps ctx */
+        return EV_ENOMEM;
+    }
+    hook_append(m->grad_fn ? &m->grad_fn->hooks : &l->hooks, h);
     ev__lock_release(&m->lock);
     return 0;
 }
@@ -619,8 +652,15 @@ int ev_ag_register_post_accumulate_hook(ev_tensor *t, ev_ag_leaf_hook fn, void *
     }
     h->fn.leaf = fn;
     ev__lock_acquire(&m->lock);
-    hook_append(&m->post_hooks, h);
+    ev__ag_leaf *l = ev__ag_leaf_get(m);
+    if (l) {
+        hook_append(&l->post_hooks, h);
+    }
     ev__lock_release(&m->lock);
+    if (!l) {
+        free(h); /* the caller keeps ctx */
+        return EV_ENOMEM;
+    }
     return 0;
 }
 
