@@ -202,7 +202,20 @@ __attribute__((target("avx512f"))) static void transpose_block4_avx512(float *d,
         for (int64_t j1 = 0; j1 < m16; j1 += TILE16) {
             int64_t je = j1 + TILE16 < m16 ? j1 + TILE16 : m16;
             for (int64_t i = i1; i < ie; i += 16) {
+                /* The source rows lie a page or more apart, too many at once
+                 * for the hardware's stream prefetchers: each block asks for
+                 * the lines the block 16 columns on reads (in this tile, or
+                 * at its last columns in the next tile down), about 8 blocks
+                 * ahead. */
+                int64_t pi = i + 16 < ie ? i + 16 : i1;
+                int64_t pj = i + 16 < ie ? 0 : TILE16;
                 for (int64_t j = j1; j < je; j += 16) {
+                    if (j + pj + 16 <= m16) {
+                        const float *p = s + pi + (j + pj) * ss;
+                        for (int k = 0; k < 16; k++) {
+                            __builtin_prefetch(p + k * ss);
+                        }
+                    }
                     transpose16(d + i * ds + j, ds, s + i + j * ss, ss);
                 }
             }
