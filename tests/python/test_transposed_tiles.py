@@ -68,3 +68,26 @@ def test_large_split_over_the_pool():
     x = ev.tensor(a)
     np.testing.assert_allclose(ev.exp(x.T).numpy(), np.exp(a.T), rtol=2e-7)
     assert np.array_equal(ev.sub(x.T, x).numpy(), a.T - a)
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024), (1040, 1030), (600, 2048), (2048, 513)])
+def test_large_transposing_copy_streams_exact(shape):
+    # From 4 MB of output a transposing copy writes past the caches
+    # (src/tensor/copy.c, STREAM_MIN_BYTES): every element, the ragged
+    # edges too, and the result as the next op (on the worker) reads it.
+    a = RNG.standard_normal(shape).astype(np.float32)
+    x = ev.tensor(a)
+    t = x.T.contiguous()
+    assert np.array_equal(t.numpy(), a.T)
+    assert np.array_equal(ev.add(t, 1.0).numpy(), a.T + np.float32(1.0))
+
+
+def test_large_transposing_copy_into_unaligned_rows():
+    # Destination rows that do not start on a line: the copy stores them
+    # through the cache.
+    a = RNG.standard_normal((1100, 1024)).astype(np.float32)
+    out = ev.zeros(1024, 1107)
+    out[:, 3:1103].copy_(ev.tensor(a).T)
+    ref = np.zeros((1024, 1107), np.float32)
+    ref[:, 3:1103] = a.T
+    assert np.array_equal(out.numpy(), ref)
