@@ -678,35 +678,17 @@ VM_INLINE float vm_log10t_finish(float x, float m, float ef, const vm_logt_row *
 VM_LOGT_ARRAY(log2_f32_n_portable, vm_log2t_tab, vm_log2t_finish)
 VM_LOGT_ARRAY(log10_f32_n_portable, vm_log10t_tab, vm_log10t_finish)
 
-/* log1p(xc + lo) for xc > -1 finite and |lo| <= ulp(xc), without the
- * special cases, in float (within 0.9 ulp as log1p): u = 1 + xc rounded,
- * log u by log_f32's reduction with the rounding's first-order correction
- * ((xc - (u - 1)) + lo) / u added to its small part. lo is the rounding
- * error of a sum that formed xc. */
-VM_INLINE float vm_log1p2_core_f32(float xc, float lo)
-{
-    float u = 1.0f + xc;
-    float c = ((xc - (u - 1.0f)) + lo) / u;
-    float t, z, ef;
-    float y = vm_log_reduce_f32(u, &t, &z, &ef);
-    y += c;
-    y += -2.12194440e-4f * ef;
-    y += -0.5f * z;
-    float r = t + y;
-    return r + 0.693359375f * ef;
-}
-
 /* log1p by the table of log2 and log10 (natural logarithms of the same c):
  * u = 1 + x rounded and log1p(x) = log(u) + (x - (u - 1)) / u, the
  * rounding's first-order correction, added to the small terms; where |x| <
  * 1/16 (u in c = 1's subintervals), r = x itself (exact) and the
  * correction is not needed. Q1 of degree 4 (Q's relative error 4e-10),
  * a0 = 1. Within 1.3 ulp (1.278 over every float), in
- * AVX-512 at 45% of the cost of the table-free form (0.9 ulp), whose core
- * vm_log1p2_core_f32 acosh keeps using. asinh and atanh go through this
- * core too (vm_log1pt_core, below): within 1.35 ulp (1.306 over every
- * float; 1.251 before) and 1.1 (1.014), at 75% and 65% of their cost
- * through vm_log1p2_core_f32. */
+ * AVX-512 at 45% of the cost of the table-free form (0.9 ulp) it replaced.
+ * asinh, acosh and atanh go through this core too (vm_log1pt_core, below):
+ * within 1.35 ulp (1.306 over every float; 1.251 before), 1.65 (1.607;
+ * 1.817 before) and 1.1 (1.014), at 75%, about 80% and 65% of their cost
+ * through the table-free core. */
 static const vm_logt_row vm_lnt_tab[16] = {
     {1.000000000e+00f, 1.000000000e+00f, 0x0.0p+0f, 0.0f},
     {1.093750000e+00f, 9.142857194e-01f, 0x1.6f1p-4f, -2.709474302e-06f},
@@ -732,7 +714,7 @@ static const vm_logt_row vm_lnt_tab[16] = {
 #define VM_LN2_LO 3.194618330e-05f
 
 /* log on a table of its own (log_f32 above, 0.85 ulp, is the table-free
- * form, which acosh's core keeps): x = 2^e m as log2's reduction gives
+ * form): x = 2^e m as log2's reduction gives
  * it; invc is 1/c rounded up for m > 1 and down for m < 1, c the
  * subinterval's end nearest 1 (invc = 1 where m is within 1/16 of 1), and
  * thi + tlo = -log(invc), so that r = m invc - 1 has the sign of thi and
@@ -860,6 +842,27 @@ VM_INLINE float vm_atanh_post(float x, float l)
     return a > 1.0f ? NAN : a >= 0.5f ? big : small;
 }
 
+/* acosh x = log1p((x - 1) + sqrt((x - 1)(x + 1))) for x >= 1 (x - 1 exact
+ * below 2; the root's one rounding that counts, in full near 1), the
+ * sum's rounding error passed on as lo; above 2^24 log1p(x) + log 2. */
+VM_INLINE float vm_acosh_pre(float x, float *lo)
+{
+    int big = x > 0x1p24f; /* inf included */
+    float d = x >= 1.0f && !big ? x : 1.0f;
+    float xm = d - 1.0f;
+    float sq = sqrtf(xm * xm + (xm + xm));
+    float u = sq + xm, l = (sq - u) + xm; /* xm <= sq: l is u's rounding error */
+    *lo = big ? 0.0f : l;
+    return big ? (x > 3.40282347e38f ? 1.0f : x) : u;
+}
+
+VM_INLINE float vm_acosh_post(float x, float r)
+{
+    r = x > 0x1p24f ? r + 0.693147182f : r;
+    r = x > 3.40282347e38f ? INFINITY : r;
+    return x < 1.0f || x != x ? NAN : r;
+}
+
 /* o[i] = f(a[i]) for the functions above by blocks (o may be a): PRE and
  * the reduction, the table entries (into one array per column: GCC 12
  * leaves the last loop scalar if it reads rows), then the rest. */
@@ -896,6 +899,7 @@ VM_INLINE float vm_atanh_post(float x, float l)
 VM_LOG1PT_ARRAY(log1p_f32_n_portable, vm_log1p_pre, vm_log1p_specials_f32)
 VM_LOG1PT_ARRAY(asinh_f32_n_portable, vm_asinh_pre, vm_asinh_post)
 VM_LOG1PT_ARRAY(atanh_f32_n_portable, vm_atanh_pre, vm_atanh_post)
+VM_LOG1PT_ARRAY(acosh_f32_n_portable, vm_acosh_pre, vm_acosh_post)
 
 /* sinh and cosh in float from |x| = k ln 2 + r (vm_exp_reduce_fma_f32,
  * |r| <= ln(2) / 2): with w = e^r - 1 and v = e^-r, both from the even
@@ -1077,26 +1081,6 @@ VM_INLINE float acos_f32(float x)
     m = vm_xor_sign(m, x);
     float k = bigb ? __builtin_fmaf(-0.5f, m, 1.0f) : 1.0f;
     return __builtin_fmaf(k, 0x1.921fb6p+0f, __builtin_fmaf(m, c, k * -4.371139000e-08f));
-}
-
-/* acosh in float through vm_log1p2_core_f32 (0.9 ulp), whose argument is
- * formed with few roundings (the last sum's error passed on as lo) and
- * enters with a condition number of at most 1; 1.5 times as fast as the
- * double form (asinh and atanh do the same through the table log1p). */
-/* acosh x = log1p((x - 1) + sqrt((x - 1)(x + 1))) for x >= 1 (x - 1 exact
- * below 2), log1p(x) + log 2 above 2^24. Within 1.9 ulp (1.817 over every
- * float, near 1 where the root's rounding counts in full). */
-VM_INLINE float acosh_f32(float x)
-{
-    int big = x > 0x1p24f;
-    float d = x >= 1.0f && !big ? x : 1.0f;
-    float xm = d - 1.0f;
-    float sq = sqrtf(xm * xm + (xm + xm)); /* one rounding that counts */
-    float u = sq + xm, lo = (sq - u) + xm; /* xm <= sq: lo is u's rounding error */
-    float r = vm_log1p2_core_f32(big ? (x > 3.40282347e38f ? 1.0f : x) : u, big ? 0.0f : lo);
-    r += big ? 0.693147182f : 0.0f;
-    r = x > 3.40282347e38f ? INFINITY : r;
-    return x < 1.0f || x != x ? NAN : r;
 }
 
 /* tan in float for |x| < 2^17 (tan_f32_n recomputes the other finite

@@ -428,6 +428,25 @@ VM_TARGET_AVX512 static inline __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
     return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, one, _CMP_GT_OQ), _mm512_set1_ps(NAN));
 }
 
+VM_TARGET_AVX512 static inline __m512 vm_acosh_ps16(__m512 x, const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
+    __mmask16 inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
+    __mmask16 in = _mm512_cmp_ps_mask(x, one, _CMP_GE_OQ) & (__mmask16)~big;
+    __m512 xm = _mm512_sub_ps(_mm512_mask_mov_ps(one, in, x), one);
+    __m512 sq = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(xm, xm), _mm512_add_ps(xm, xm)));
+    __m512 u = _mm512_add_ps(sq, xm);
+    __m512 l = _mm512_add_ps(_mm512_sub_ps(sq, u), xm);
+    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
+    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(x, inf, one));
+    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
+    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
+    r = _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+    /* below 1, and NaN */
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, one, _CMP_NGE_UQ), _mm512_set1_ps(NAN));
+}
+
 /* o[i] = F(a[i]) over n floats for the 16-lane forms on the log table. */
 #define VM_LOG1PT_AVX512(name, F)                                                  \
     VM_TARGET_AVX512 static void name(float *o, const float *a, int64_t n)         \
@@ -456,6 +475,7 @@ VM_TARGET_AVX512 static inline __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
 VM_LOG1PT_AVX512(log1p_f32_n_avx512, vm_log1p_ps16)
 VM_LOG1PT_AVX512(asinh_f32_n_avx512, vm_asinh_ps16)
 VM_LOG1PT_AVX512(atanh_f32_n_avx512, vm_atanh_ps16)
+VM_LOG1PT_AVX512(acosh_f32_n_avx512, vm_acosh_ps16)
 #endif
 
 /* x^y over n float32 pairs (o may be a or b): the AVX-512 form where the
@@ -496,7 +516,7 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
     log10_f32_n_portable(o, a, n);
 }
 
-/* tanh, log, log1p, asinh and atanh over n float32 (o may be a). */
+/* tanh, log, log1p, asinh, acosh and atanh over n float32 (o may be a). */
 #ifdef VM_HAVE_AVX512
 #define VM_DISPATCH(name)                  \
     if (vm_cpu_avx512()) {                 \
@@ -530,6 +550,11 @@ VM_INLINE void asinh_f32_n(float *o, const float *a, int64_t n)
 VM_INLINE void atanh_f32_n(float *o, const float *a, int64_t n)
 {
     VM_DISPATCH(atanh_f32_n);
+}
+
+VM_INLINE void acosh_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(acosh_f32_n);
 }
 
 #endif
