@@ -46,8 +46,7 @@ VM_TARGET_AVX512 static inline __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m2
     __m512d logc = _mm512_permutex2var_pd(tabs[2], idx, tabs[3]);
     __m512d r = _mm512_fmsub_pd(z, invc, _mm512_set1_pd(1.0));
     __m512d y0 = _mm512_add_pd(logc, _mm512_cvtepi32_pd(k8));
-    __m512d q = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_C5), r, _mm512_set1_pd(VM_POW_C4));
-    q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C3));
+    __m512d q = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_C4), r, _mm512_set1_pd(VM_POW_C3));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C2));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C1));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C0));
@@ -65,8 +64,7 @@ VM_TARGET_AVX512 static inline __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m2
     __m512i tb = _mm512_permutex2var_epi64(_mm512_castpd_si512(tabs[4]), ki,
                                            _mm512_castpd_si512(tabs[5]));
     __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(tb, _mm512_slli_epi64(ki, 48)));
-    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_E4), f, _mm512_set1_pd(VM_POW_E3));
-    p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(VM_POW_E2));
+    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_E3), f, _mm512_set1_pd(VM_POW_E2));
     p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(VM_POW_E1));
     p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(1.0));
     return _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
