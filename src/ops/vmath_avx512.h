@@ -379,6 +379,19 @@ VM_TARGET_AVX512 static inline __m512 vm_log1p_ps16(__m512 x, const __m512 *tab)
     return res;
 }
 
+/* The tail asinh and acosh share: log1p(u + l) on the lanes up to 2^24,
+ * log1p(a) + log 2 on those above (big), inf on inf. */
+VM_TARGET_AVX512 static inline __m512 vm_log1p_or_big_ps16(__m512 u, __m512 l, __m512 a,
+                                                           __mmask16 big, __mmask16 inf,
+                                                           const __m512 *tab)
+{
+    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
+    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(a, inf, _mm512_set1_ps(1.0f)));
+    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
+    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
+    return _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+}
+
 VM_TARGET_AVX512 static inline __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
@@ -390,11 +403,7 @@ VM_TARGET_AVX512 static inline __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
     __m512 q = _mm512_div_ps(a2, _mm512_add_ps(one, _mm512_sqrt_ps(_mm512_add_ps(one, a2))));
     __m512 u = _mm512_add_ps(ac, q);
     __m512 l = _mm512_add_ps(_mm512_sub_ps(ac, u), q);
-    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
-    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(a, inf, one));
-    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
-    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
-    r = _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+    __m512 r = vm_log1p_or_big_ps16(u, l, a, big, inf, tab);
     r = vm_neg_where_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
     __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ) |
                      _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
@@ -436,11 +445,7 @@ VM_TARGET_AVX512 static inline __m512 vm_acosh_ps16(__m512 x, const __m512 *tab)
     __m512 sq = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(xm, xm), _mm512_add_ps(xm, xm)));
     __m512 u = _mm512_add_ps(sq, xm);
     __m512 l = _mm512_add_ps(_mm512_sub_ps(sq, u), xm);
-    __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
-    __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(x, inf, one));
-    __m512 r = vm_log1pt_core_ps16(xc, lo, tab);
-    r = _mm512_mask_add_ps(r, big, r, _mm512_set1_ps(0.693147182f));
-    r = _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
+    __m512 r = vm_log1p_or_big_ps16(u, l, x, big, inf, tab);
     /* below 1, and NaN */
     return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, one, _CMP_NGE_UQ), _mm512_set1_ps(NAN));
 }
