@@ -167,9 +167,16 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of);
 int ev__ag_save_layout(ev_ag_node *n, int i, ev_tensor *t);
 /* Records that base's graph changed under its views. */
 void ev__ag_rebase(ev_tensor *base);
+/* ev__ag_refresh_view for t, a recorded view with state m (graph.c). */
+int ev__ag_remake_view(ev_tensor *t, ev__ag_meta *m);
 /* If t is a recorded view whose base's graph changed since its grad_fn was
- * made, remakes it from the base's (see ev__ag_view_node). */
-int ev__ag_refresh_view(ev_tensor *t);
+ * made, remakes it from the base's (see ev__ag_view_node). Inline: every
+ * recorded op asks this of each input, and few inputs are views. */
+static inline int ev__ag_refresh_view(ev_tensor *t)
+{
+    ev__ag_meta *m = ev__ag_meta_of(t);
+    return m && m->view_base ? ev__ag_remake_view(t, m) : 0;
+}
 /* A node taking view's gradient from base's (functions.c). */
 ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base);
 /* The saved tensor i, checked against in-place changes since it was saved

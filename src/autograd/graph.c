@@ -245,8 +245,7 @@ ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
     /* Stale views' nodes are remade first: a node must be newer than the
      * nodes it points to (the walk orders and prunes by creation). */
     for (int i = 0; i < n; i++) {
-        ev__ag_meta *m = inputs[i] ? ev__ag_meta_of(inputs[i]) : NULL;
-        if (m && m->view_base && ev__ag_refresh_view(inputs[i]) != 0) {
+        if (inputs[i] && ev__ag_refresh_view(inputs[i]) != 0) {
             return NULL;
         }
     }
@@ -312,12 +311,8 @@ void ev__ag_rebase(ev_tensor *base)
     }
 }
 
-int ev__ag_refresh_view(ev_tensor *t)
+int ev__ag_remake_view(ev_tensor *t, ev__ag_meta *m)
 {
-    ev__ag_meta *m = ev__ag_meta_of(t);
-    if (!m || !m->view_base) {
-        return 0;
-    }
     ev__ag_meta *bm = ev__ag_meta_of(m->view_base);
     uint64_t gen = bm ? __atomic_load_n(&bm->base_gen, __ATOMIC_RELAXED) : 0;
     ev__lock_acquire(&m->lock);
@@ -549,12 +544,10 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
 
 ev_ag_node *ev_ag_grad_fn(const ev_tensor *t)
 {
+    /* Not const in effect: a view's stale grad_fn is remade (out of memory
+     * keeps the old one). */
+    ev__ag_refresh_view((ev_tensor *)t);
     ev__ag_meta *m = ev__ag_meta_of(t);
-    if (m && m->view_base) {
-        /* Not const in effect: a view's stale grad_fn is remade (out of
-         * memory keeps the old one). */
-        ev__ag_refresh_view((ev_tensor *)t);
-    }
     return m ? m->grad_fn : NULL;
 }
 

@@ -21,6 +21,17 @@ VM_TARGET_AVX512 static inline __m512 vm_abs_ps(__m512 x)
         _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
 }
 
+/* c[0] x^(n-1) + ... + c[n-1] by Horner's rule in separate multiplies
+ * and adds: the portable forms' steps where they are not fused. */
+VM_TARGET_AVX512 static inline __m512 vm_horner_ps(__m512 x, const float *c, int n)
+{
+    __m512 q = _mm512_set1_ps(c[0]);
+    for (int k = 1; k < n; k++) {
+        q = _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c[k]));
+    }
+    return q;
+}
+
 VM_TARGET_AVX512 static inline __m512 vm_neg_where_ps(__m512 x, __mmask16 m)
 {
     __m512i b = _mm512_castps_si512(x);
@@ -255,21 +266,17 @@ VM_TARGET_AVX512 static inline __m512 vm_logt_ps16(__m512 x, const __m512 *tab, 
         __m512 r = _mm512_mul_ps(_mm512_sub_ps(m, c), invc);
         __m512 a0lo, a0hi;
         if (base == VM_LOGT_10) {
-            q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-7.266966254e-02f), r),
-                              _mm512_set1_ps(8.719930798e-02f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-1.085733101e-01f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.447644085e-01f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.171472460e-01f));
+            q = vm_horner_ps(r, (const float[]){-7.266966254e-02f, 8.719930798e-02f,
+                                                -1.085733101e-01f, 1.447644085e-01f,
+                                                -2.171472460e-01f}, 5);
             a0lo = _mm512_set1_ps(VM_LOG10T_A0_LO);
             a0hi = _mm512_set1_ps(VM_LOG10T_A0_HI);
             s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_HI)), thi);
             tlo = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_LO)));
         } else {
-            q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-2.414033860e-01f), r),
-                              _mm512_set1_ps(2.896698117e-01f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-3.606727123e-01f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(4.808969796e-01f));
-            q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-7.213475108e-01f));
+            q = vm_horner_ps(r, (const float[]){-2.414033860e-01f, 2.896698117e-01f,
+                                                -3.606727123e-01f, 4.808969796e-01f,
+                                                -7.213475108e-01f}, 5);
             a0lo = _mm512_set1_ps(VM_LOG2T_A0_LO);
             a0hi = _mm512_set1_ps(VM_LOG2T_A0_HI);
             s = _mm512_add_ps(e, thi);
@@ -349,11 +356,10 @@ VM_TARGET_AVX512 static inline __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
     tl = _mm512_add_ps(tl, corr);
     s = _mm512_mask_mov_ps(s, small, zero);
     tl = _mm512_mask_mov_ps(tl, small, lo);
-    __m512 q = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(-1.673280746e-01f), r),
-                             _mm512_set1_ps(2.007838190e-01f));
-    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-2.499992847e-01f));
-    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(3.333323896e-01f));
-    q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(-5.000000000e-01f));
+    /* VM_LNT_Q1 */
+    __m512 q = vm_horner_ps(r, (const float[]){-1.673280746e-01f, 2.007838190e-01f,
+                                               -2.499992847e-01f, 3.333323896e-01f,
+                                               -5.000000000e-01f}, 5);
     __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
     return _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
 }
@@ -423,11 +429,9 @@ VM_TARGET_AVX512 static inline __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
                              _mm512_set1_ps(INFINITY));
     big = vm_neg_where_ps(big, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
     __m512 z = _mm512_mul_ps(x, x);
-    __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.81740078349e-1f), z),
-                             _mm512_set1_ps(8.24370301058e-2f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.46691431730e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(1.99782164500e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(3.33337300303e-1f));
+    __m512 p = vm_horner_ps(z, (const float[]){1.81740078349e-1f, 8.24370301058e-2f,
+                                               1.46691431730e-1f, 1.99782164500e-1f,
+                                               3.33337300303e-1f}, 5);
     p = _mm512_mul_ps(p, z);
     __m512 small = _mm512_add_ps(x, _mm512_mul_ps(x, p));
     __m512 r = _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ),
