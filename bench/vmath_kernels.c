@@ -66,6 +66,36 @@ EV__SIMD_CLONES static void atanh_k(float *o, const float *a, int64_t n)
     atanh_f32_n(o, a, n);
 }
 
+EV__SIMD_CLONES static void log2_k(float *o, const float *a, int64_t n)
+{
+    log2_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void log10_k(float *o, const float *a, int64_t n)
+{
+    log10_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void log1p_k(float *o, const float *a, int64_t n)
+{
+    log1p_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void asinh_k(float *o, const float *a, int64_t n)
+{
+    asinh_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void acosh_k(float *o, const float *a, int64_t n)
+{
+    acosh_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void cos_k(float *o, const float *a, int64_t n)
+{
+    cos_f32_n(o, a, n);
+}
+
 /* 32 calls of 32 elements: the calls a transposed 32x32 input makes. */
 EV__SIMD_CLONES static void atanh_rows_k(float *o, const float *a, int64_t n)
 {
@@ -160,7 +190,10 @@ int main(int argc, char **argv)
         {"sin", sin_k, NULL, -10, 10},        {"acos", acos_k, NULL, -1, 1},
         {"asin", asin_k, NULL, -1, 1},        {"atan", atan_k, NULL, -10, 10},
         {"sinh", sinh_k, NULL, -10, 10},      {"cosh", cosh_k, NULL, -10, 10},
-        {"expm1", expm1_k, NULL, -10, 10},
+        {"expm1", expm1_k, NULL, -10, 10},    {"log2", log2_k, NULL, 0.01f, 100},
+        {"log10", log10_k, NULL, 0.01f, 100}, {"log1p", log1p_k, NULL, 0, 100},
+        {"asinh", asinh_k, NULL, -100, 100},  {"acosh", acosh_k, NULL, 1, 100},
+        {"cos", cos_k, NULL, -10, 10},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int want = argc < 2;
