@@ -39,6 +39,16 @@ VM_AVX512_INLINE __m512 vm_horner5_ps(__m512 x, float c0, float c1, float c2, fl
     return _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c4));
 }
 
+/* The same in fused steps. */
+VM_AVX512_INLINE __m512 vm_horner5_fma_ps(__m512 x, float c0, float c1, float c2, float c3,
+                                          float c4)
+{
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(c0), x, _mm512_set1_ps(c1));
+    q = _mm512_fmadd_ps(q, x, _mm512_set1_ps(c2));
+    q = _mm512_fmadd_ps(q, x, _mm512_set1_ps(c3));
+    return _mm512_fmadd_ps(q, x, _mm512_set1_ps(c4));
+}
+
 VM_AVX512_INLINE __m512 vm_neg_where_ps(__m512 x, __mmask16 m)
 {
     __m512i b = _mm512_castps_si512(x);
@@ -273,20 +283,20 @@ VM_AVX512_INLINE __m512 vm_logt_ps16(__m512 x, const __m512 *tab, int base)
         __m512 r = _mm512_mul_ps(_mm512_sub_ps(m, c), invc);
         __m512 a0lo, a0hi;
         if (base == VM_LOGT_10) {
-            q = vm_horner5_ps(r, -7.266966254e-02f, 8.719930798e-02f,
-                              -1.085733101e-01f, 1.447644085e-01f, -2.171472460e-01f);
+            q = vm_horner5_fma_ps(r, -7.266966254e-02f, 8.719930798e-02f,
+                                  -1.085733101e-01f, 1.447644085e-01f, -2.171472460e-01f);
             a0lo = _mm512_set1_ps(VM_LOG10T_A0_LO);
             a0hi = _mm512_set1_ps(VM_LOG10T_A0_HI);
             s = _mm512_add_ps(_mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_HI)), thi);
             tlo = _mm512_add_ps(tlo, _mm512_mul_ps(e, _mm512_set1_ps(VM_LOG10_2_LO)));
         } else {
-            q = vm_horner5_ps(r, -2.414033860e-01f, 2.896698117e-01f,
-                              -3.606727123e-01f, 4.808969796e-01f, -7.213475108e-01f);
+            q = vm_horner5_fma_ps(r, -2.414033860e-01f, 2.896698117e-01f,
+                                  -3.606727123e-01f, 4.808969796e-01f, -7.213475108e-01f);
             a0lo = _mm512_set1_ps(VM_LOG2T_A0_LO);
             a0hi = _mm512_set1_ps(VM_LOG2T_A0_HI);
             s = _mm512_add_ps(e, thi);
         }
-        __m512 p = _mm512_add_ps(_mm512_mul_ps(r, a0lo), _mm512_mul_ps(r, _mm512_mul_ps(r, q)));
+        __m512 p = _mm512_fmadd_ps(r, a0lo, _mm512_mul_ps(r, _mm512_mul_ps(r, q)));
         lo = _mm512_add_ps(tlo, _mm512_add_ps(_mm512_mul_ps(r, a0hi), p));
         res = _mm512_add_ps(s, lo);
     }
