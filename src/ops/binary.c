@@ -5,9 +5,11 @@
  * loops scalar (it refuses any epilogue); "cheap" vectorizes them without
  * runtime alias checks thanks to restrict. Until the build sets it for
  * src/ops, ask for it here. no-trapping-math lets it blend both sides of a
- * float select (maximum, minimum). These loops are not cloned for AVX2 and
- * AVX-512 (see EV__SIMD_CLONES): most are memory-bound, and the clones made
- * a tiny add 15% slower; fp-contract=off keeps them exact if they ever are. */
+ * float select (maximum, minimum). The float +, - and * loops are not
+ * cloned for AVX2 and AVX-512 (see EV__SIMD_CLONES): they are memory-bound,
+ * and the clones made a tiny add 15% slower; the loops the baseline's four
+ * lanes leave compute-bound are (marked where they are). fp-contract=off
+ * keeps them exact. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=cheap", "no-trapping-math", \
                      "fp-contract=off")
@@ -167,12 +169,19 @@ FLOAT_HELPERS(f64, double, fmod, floor, copysign)
 #define LOOPS_INT(op, EI)                               \
     BIN_LOOP(op##_int32, int32_t, int32_t, EI(int32_t, uint32_t, i32)) \
     BIN_LOOP(op##_int64, int64_t, int64_t, EI(int64_t, uint64_t, i64))
+/* Integer loops whose baseline form is far from the wide ones: SSE2 has no
+ * 64-bit multiply (AVX-512 has one instruction), and int64 & and + ran at
+ * 0.8-0.9x NumPy's speed on one core. */
+#define LOOPS_INT_CLONED(op, EI)                                                         \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_int32, int32_t, int32_t, EI(int32_t, uint32_t, i32)) \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_int64, int64_t, int64_t, EI(int64_t, uint64_t, i64))
 #define LOOPS_FLOAT(op, EF)                             \
     BIN_LOOP(op##_float32, float, float, EF(float, f32))     \
     BIN_LOOP(op##_float64, double, double, EF(double, f64))
 /* For the float selects (maximum, minimum), two compares and a blend per
- * vector: the baseline's 4 lanes left them compute-bound, behind the
- * memory-bound add, so they get the wide clones. */
+ * vector, and for division (a divide unit's throughput): the baseline's 4
+ * lanes left them compute-bound, behind the memory-bound add, so they get
+ * the wide clones. */
 #define LOOPS_FLOAT_CLONED(op, EF)                                             \
     BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_float32, float, float, EF(float, f32)) \
     BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_float64, double, double, EF(double, f64))
@@ -197,14 +206,14 @@ FLOAT_HELPERS(f64, double, fmod, floor, copysign)
 #define MIN_F(T, S) ((x <= y || x != x) ? x : y)
 
 BIN_LOOP(add_bool, uint8_t, uint8_t, x | y)
-LOOPS_INT(add, ADD_I)
+LOOPS_INT_CLONED(add, ADD_I)
 LOOPS_FLOAT(add, ADD_F)
-LOOPS_INT(sub, SUB_I)
+LOOPS_INT_CLONED(sub, SUB_I)
 LOOPS_FLOAT(sub, SUB_F)
 BIN_LOOP(mul_bool, uint8_t, uint8_t, x & y)
-LOOPS_INT(mul, MUL_I)
+LOOPS_INT_CLONED(mul, MUL_I)
 LOOPS_FLOAT(mul, MUL_F)
-LOOPS_FLOAT(div, DIV_F)
+LOOPS_FLOAT_CLONED(div, DIV_F)
 LOOPS_INT(floor_divide, FDIV_I)
 BIN_LOOP(floor_divide_float64, double, double, FDIV_F(double, f64))
 LOOPS_INT(remainder, MOD_I)
@@ -392,10 +401,10 @@ BIN_LOOP(logical_xor_bool, uint8_t, uint8_t, x ^ y)
 #define SHL(T, U, BITS) ((uint64_t)(U)y < (BITS) ? (T)((U)x << (U)y) : (T)0)
 #define SHR(T, U, BITS) \
     ((uint64_t)(U)y < (BITS) ? (T)(x >> (U)y) : (x < 0 ? (T)-1 : (T)0))
-#define BIT_LOOPS(op, OPR)                               \
-    BIN_LOOP(op##_bool, uint8_t, uint8_t, x OPR y)      \
-    BIN_LOOP(op##_int32, int32_t, int32_t, x OPR y)     \
-    BIN_LOOP(op##_int64, int64_t, int64_t, x OPR y)
+#define BIT_LOOPS(op, OPR)                                                 \
+    BIN_LOOP(op##_bool, uint8_t, uint8_t, x OPR y)                        \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_int32, int32_t, int32_t, x OPR y) \
+    BIN_LOOP_ATTR(EV__SIMD_CLONES, op##_int64, int64_t, int64_t, x OPR y)
 BIT_LOOPS(bitwise_and, &)
 BIT_LOOPS(bitwise_or, |)
 BIT_LOOPS(bitwise_xor, ^)
