@@ -221,15 +221,17 @@ VM_INLINE uint32_t vm_trig_reduce(float ax, float *rh, float *rl)
     return nb;
 }
 
-/* The lanes the float forms leave to libm: finite |x| >= 2^17, by integer
- * steps on the bits (cheaper than two float comparisons). Above, n's
- * rounding (x 2/pi in float) leaves |r| up to pi/4 + 0.013, where tan's
- * odd branch's results fall below 1 and its bound no longer held. */
+/* The lanes the float forms leave to libm: finite |x| >= 2^17 (whose bits
+ * less the sign are VM_TRIG_LIBM_BITS or more), by integer steps on the
+ * bits (cheaper than two float comparisons). Above, n's rounding (x 2/pi
+ * in float) leaves |r| up to pi/4 + 0.013, where tan's odd branch's
+ * results fall below 1 and its bound no longer held. */
+#define VM_TRIG_LIBM_BITS 0x48000000u
 VM_INLINE int vm_trig_needs_libm(float x)
 {
     uint32_t b;
     memcpy(&b, &x, sizeof b);
-    return (b & 0x7fffffffu) - 0x48000000u < 0x7f800000u - 0x48000000u;
+    return (b & 0x7fffffffu) - VM_TRIG_LIBM_BITS < 0x7f800000u - VM_TRIG_LIBM_BITS;
 }
 
 /* sin |x| (quad 0) or cos |x| (quad 1) from the reduction: sin r = rh +
@@ -270,13 +272,13 @@ VM_INLINE float cos_f32_bounded(float x)
 }
 
 /* o[i] = f(a[i]) over n elements by blocks: each block goes through the
- * vectorized bounded form, then, if it holds a lane at or above 2^17 in
- * magnitude (the largest |x|'s bits, one vector max a step, cost less than
- * an OR of per-lane tests), the lanes the form cannot do (vm_trig_needs_libm:
- * huge finite arguments) are recomputed by libm in double. In place (o ==
- * a), the block is copied first, so that the slow pass still reads the
- * input and the loop vectorizes without alias checks (restrict: the two
- * arrays are distinct otherwise). */
+ * vectorized bounded form while keeping its largest |x| (one vector max a
+ * step, cheaper than OR-ing vm_trig_needs_libm per lane); only a block that
+ * reaches 2^17 (or holds inf or NaN) takes the slow pass, which recomputes
+ * vm_trig_needs_libm's lanes by libm in double. In place (o == a), the
+ * block is copied first, so that the slow pass still reads the input and
+ * the loop vectorizes without alias checks (restrict: the two arrays are
+ * distinct otherwise). */
 #define VM_BLOCK 256
 #define VM_TRIG_ARRAY(name, FAST, SLOW)                                        \
     VM_INLINE void name##_block(float *restrict o, const float *restrict a,   \
@@ -290,7 +292,7 @@ VM_INLINE float cos_f32_bounded(float x)
             top = b > top ? b : top;                                           \
             o[j] = FAST(a[j]);                                                 \
         }                                                                      \
-        if (top >= 0x48000000u) {                                              \
+        if (top >= VM_TRIG_LIBM_BITS) {                                        \
             for (int j = 0; j < m; j++) {                                      \
                 if (vm_trig_needs_libm(a[j])) {                                \
                     o[j] = SLOW(a[j]);                                         \
@@ -627,18 +629,18 @@ static const vm_logt_row vm_log10t_tab[16] = {
  * r a0_hi + small terms. log10(2) = 0x1.344p-2 + 4.6050391e-6: the first
  * part times e is exact. Q1 and r a0_lo's term in fused steps (half the
  * steps of separate ones: log2 and log10 took 15% less time). */
-#define VM_LOG2T_Q1(r)                                                                   \
-    __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(-2.414033860e-01f, (r),       \
-                                                                2.896698117e-01f), (r),       \
-                                                 -3.606727123e-01f), (r), 4.808969796e-01f), \
-                   (r), -7.213475108e-01f)
+#define VM_LOG2T_Q1(r)                                                                     \
+    __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(                           \
+                       -2.414033860e-01f, (r), 2.896698117e-01f), (r), -3.606727123e-01f), \
+                   (r), 4.808969796e-01f),                                                 \
+    (r), -7.213475108e-01f)
 #define VM_LOG2T_A0_HI 1.5f
 #define VM_LOG2T_A0_LO -5.730495974e-02f
-#define VM_LOG10T_Q1(r)                                                                  \
-    __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(-7.266966254e-02f, (r),       \
-                                                                8.719930798e-02f), (r),       \
-                                                 -1.085733101e-01f), (r), 1.447644085e-01f), \
-                   (r), -2.171472460e-01f)
+#define VM_LOG10T_Q1(r)                                                                    \
+    __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(                           \
+                       -7.266966254e-02f, (r), 8.719930798e-02f), (r), -1.085733101e-01f), \
+                   (r), 1.447644085e-01f),                                                 \
+    (r), -2.171472460e-01f)
 #define VM_LOG10T_A0_HI 0.4375f
 #define VM_LOG10T_A0_LO -3.205518005e-03f
 #define VM_LOG10_2_HI 0x1.344p-2f
@@ -1107,17 +1109,17 @@ VM_INLINE float acos_f32(float x)
     return __builtin_fmaf(k, 0x1.921fb6p+0f, __builtin_fmaf(m, c, k * -4.371139000e-08f));
 }
 
-/* tan in float for |x| < 2^17, infinities and NaN (see vm_trig_reduce). tan r
- * = r + r^3 P(r^2), P a degree-6 fit (relative error 1.3e-9 of tan r), r^3 as
- * rh (z + zl) with z = rh^2 and zl its rounding error, rl joining the tail
- * times 1 + tan^2 r (the derivative, within 12%: rl is below an ulp of rh).
- * Even n gives T = rh + tail, odd n -1 / (rh + tail) = q (1 + e) with q =
- * -1/T rounded and e = 1 + q rh + q tail (near 1 + q T, a few ulps of 1: its
- * absolute error is what counts): one division and no second polynomial.
- * |x|'s result takes x's sign bit back (which keeps -0). Within 1.0 ulp
- * (0.968 over every float below 2^17), in float at twice the speed of the
- * double form it replaced (0.501 ulp: sin r / cos r in double, whose division
- * alone took a third of the time). */
+/* tan in float for |x| < 2^17, infinities and NaN (see vm_trig_reduce):
+ * tan r = r + r^3 P(r^2), P a degree-6 fit (relative error 1.3e-9 of
+ * tan r), r^3 as rh (z + zl) with z = rh^2 and zl its rounding error, rl
+ * joining the tail times 1 + tan^2 r (the derivative, within 12%: rl is
+ * below an ulp of rh). Even n gives T = rh + tail, odd n -1 / (rh + tail)
+ * = q (1 + e) with q = -1/T rounded and e = 1 + q rh + q tail (near 1 + q
+ * T, a few ulps of 1: its absolute error is what counts): one division and
+ * no second polynomial. |x|'s result takes x's sign bit back (which keeps
+ * -0). Within 1.0 ulp (0.968 over every float below 2^17), in float at
+ * twice the speed of the double form it replaced (0.501 ulp: sin r / cos r
+ * in double, whose division alone took a third of the time). */
 VM_INLINE float tan_f32_bounded(float x)
 {
     float rh, rl;

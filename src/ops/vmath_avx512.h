@@ -30,7 +30,8 @@ VM_AVX512_INLINE __m512 vm_abs_ps(__m512 x)
  * adds: the portable forms' steps where they are not fused. Coefficients
  * as arguments, not an array: GCC kept an array's loop (and the array, on
  * the stack) even inlined, which made log10 latency-bound. */
-VM_AVX512_INLINE __m512 vm_horner5_ps(__m512 x, float c0, float c1, float c2, float c3, float c4)
+VM_AVX512_INLINE __m512 vm_horner5_ps(__m512 x, float c0, float c1, float c2, float c3,
+                                      float c4)
 {
     __m512 q = _mm512_set1_ps(c0);
     q = _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c1));
@@ -66,7 +67,7 @@ static inline int vm_cpu_avx512(void)
 /* vm_pow_t and vm_pow_finish's double part for 8 lanes: z (exact), k, the
  * subinterval and y, widened; the table reads by permutes. */
 VM_AVX512_INLINE __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
-                                                     __m256 y8, const __m512d *tabs)
+                                       __m256 y8, const __m512d *tabs)
 {
     __m512d z = _mm512_cvtps_pd(z8);
     __m512i idx = _mm512_cvtepu32_epi64(i8);
@@ -101,7 +102,7 @@ VM_AVX512_INLINE __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
 /* x^y for 16 lanes as pow_f32_n_portable computes it; *slow gets
  * vm_pow_needs_slow's lanes. */
 VM_AVX512_INLINE __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
-                                                  __mmask16 *slow)
+                                    __mmask16 *slow)
 {
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
@@ -317,7 +318,7 @@ VM_AVX512_INLINE __m512 vm_logt_ps16(__m512 x, const __m512 *tab, int base)
 }
 
 VM_AVX512_INLINE void vm_logt_n_avx512(float *o, const float *a, int64_t n,
-                                              const vm_logt_row *rows, int base)
+                                       const vm_logt_row *rows, int base)
 {
     __m512 tab[4];
     vm_logt_cols(rows, tab);
@@ -350,7 +351,7 @@ VM_TARGET_AVX512 static void log_f32_n_avx512(float *o, const float *a, int64_t 
 
 /* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
 VM_AVX512_INLINE __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
-                                                          const __m512 *tab)
+                                            const __m512 *tab)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 zero = _mm512_setzero_ps();
@@ -402,8 +403,8 @@ VM_AVX512_INLINE __m512 vm_log1p_ps16(__m512 x, const __m512 *tab)
 /* The tail asinh and acosh share: log1p(u + l) on the lanes up to 2^24,
  * log1p(a) + log 2 on those above (big), inf on inf. */
 VM_AVX512_INLINE __m512 vm_log1p_or_big_ps16(__m512 u, __m512 l, __m512 a,
-                                                           __mmask16 big, __mmask16 inf,
-                                                           const __m512 *tab)
+                                             __mmask16 big, __mmask16 inf,
+                                             const __m512 *tab)
 {
     __m512 lo = _mm512_mask_mov_ps(l, big, _mm512_setzero_ps());
     __m512 xc = _mm512_mask_mov_ps(u, big, _mm512_mask_mov_ps(a, inf, _mm512_set1_ps(1.0f)));
