@@ -168,6 +168,13 @@ EV_API ev_tensor *ev_tensor_ref(ev_tensor *t);
  * its memory returns to the allocator once every instruction issued so far
  * that touches it has finished. Thread-safe; never blocks. */
 EV_API void ev_tensor_unref(ev_tensor *t);
+/* ev_tensor_unref on each of ts[0..n) (NULL entries allowed), in order.
+ * Freeing a tensor reads its struct, then its storage, then what the
+ * storage holds, each a cache miss when the tensor is cold; a batch asks
+ * for each step of every tensor before waiting on any, so freeing many cold
+ * tensors (a graph's saved tensors) waits a few times instead of a few times
+ * per tensor. */
+EV_API void ev_tensor_unref_n(ev_tensor *const *ts, size_t n);
 
 /* Metadata accessors. They never block and never fail on a valid tensor; the
  * arrays they return have ev_tensor_ndim() entries and live as long as t. */

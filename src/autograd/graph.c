@@ -38,6 +38,11 @@ static atomic_uint_fast64_t node_seq;
  * million nodes is freed in a loop rather than by a million nested calls. */
 static EV_TLS_FAST ev_ag_node *free_list;
 static EV_TLS_FAST bool freeing;
+/* The saved tensors of the nodes being freed, dropped a batch at a time so
+ * that the misses of freeing each one overlap (ev_tensor_unref_n). */
+enum { FREE_BATCH = 32 };
+static EV_TLS_FAST ev_tensor *free_batch[FREE_BATCH];
+static EV_TLS_FAST int free_batch_len;
 
 static void hooks_free(ev__ag_hook *h)
 {
@@ -51,16 +56,48 @@ static void hooks_free(ev__ag_hook *h)
     }
 }
 
-static void node_release_saved(ev_ag_node *n)
+/* The lines of the node that freeing it reads past the first (which its
+ * last unref just brought in): the saved tensors and the edges. */
+static void node_prefetch_rest(const ev_ag_node *n)
 {
-    for (int i = 0; i < n->n_saved; i++) {
-        ev_tensor_unref(n->saved[i].t);
-        n->saved[i].t = NULL;
+    for (size_t off = 64; off < offsetof(ev_ag_node, inline_inputs); off += 64) {
+        __builtin_prefetch((const char *)n + off, 1);
     }
 }
 
+/* Drops the batch. Dropping a tensor can free its state and so unref a
+ * node, which joins free_list (freeing is set): the batch is emptied first. */
+static void free_batch_drop(void)
+{
+    ev_tensor *ts[FREE_BATCH];
+    int n = free_batch_len;
+    memcpy(ts, free_batch, (size_t)n * sizeof *ts);
+    free_batch_len = 0;
+    ev_tensor_unref_n(ts, (size_t)n);
+}
+
+/* Frees n; called only while freeing, so the nodes it unrefs join
+ * free_list rather than being freed here. */
 static void node_free_one(ev_ag_node *n)
 {
+    /* A graph is freed by walking it: each node's edges lead to the next
+     * ones, and its saved tensors to their storages, every step a miss
+     * once the graph has left the caches. So the edges go first (their
+     * nodes' lines are asked for as they join free_list), and the saved
+     * tensors join a batch, each fetched as it joins. */
+    for (int i = 0; i < n->n_next; i++) {
+        ev_ag_node_unref(n->next[i].node);
+    }
+    for (int i = 0; i < n->n_saved; i++) {
+        if (n->saved[i].t) {
+            if (free_batch_len == FREE_BATCH) {
+                free_batch_drop();
+            }
+            __builtin_prefetch(n->saved[i].t, 1);
+            free_batch[free_batch_len++] = n->saved[i].t;
+            n->saved[i].t = NULL;
+        }
+    }
     if (n->leaf) {
         ev__ag_meta *m = ev__ag_meta_of(n->leaf);
         if (m) {
@@ -73,12 +110,8 @@ static void node_free_one(ev_ag_node *n)
         }
         ev_tensor_unref(n->leaf);
     }
-    node_release_saved(n);
     hooks_free(n->hooks);
     ev_ag_node_unref(n->inner);
-    for (int i = 0; i < n->n_next; i++) {
-        ev_ag_node_unref(n->next[i].node);
-    }
     if (n->next != n->inline_next) {
         free(n->next);
         free(n->inputs);
@@ -102,14 +135,19 @@ void ev_ag_node_unref(ev_ag_node *n)
     }
     n->free_next = free_list;
     free_list = n;
+    node_prefetch_rest(n);
     if (freeing) {
         return;
     }
     freeing = true;
-    while (free_list) {
-        ev_ag_node *f = free_list;
-        free_list = f->free_next;
-        node_free_one(f);
+    while (free_list || free_batch_len) {
+        if (free_list) {
+            ev_ag_node *f = free_list;
+            free_list = f->free_next;
+            node_free_one(f);
+        } else {
+            free_batch_drop();
+        }
     }
     freeing = false;
 }

@@ -162,6 +162,42 @@ void ev_tensor_unref(ev_tensor *t)
     ev__call_deferred(vm, tensor_struct_free, t);
 }
 
+void ev_tensor_unref_n(ev_tensor *const *ts, size_t n)
+{
+    /* Loads whose results only steer prefetches: a stale value (another
+     * thread's unref racing) costs a useless fetch, never a wrong free. */
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i]) {
+            __builtin_prefetch(ts[i], 1);
+            __builtin_prefetch(&ts[i]->storage);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i] && atomic_load_explicit(&ts[i]->refs, memory_order_relaxed) == 1) {
+            ev_tensor_ext *ext = atomic_load_explicit(&ts[i]->ext, memory_order_relaxed);
+            __builtin_prefetch(ts[i]->storage, 1);
+            __builtin_prefetch((const char *)ts[i]->storage + 64, 1);
+            if (ext) {
+                __builtin_prefetch(ext, 1);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i] && atomic_load_explicit(&ts[i]->refs, memory_order_relaxed) == 1) {
+            const ev__storage *s = ts[i]->storage;
+            if (atomic_load_explicit(&s->refs, memory_order_relaxed) == 1) {
+                /* The object's access list spans its first two lines. */
+                __builtin_prefetch(s->obj, 1);
+                __builtin_prefetch((const char *)s->obj + 64, 1);
+                __builtin_prefetch(s->block);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        ev_tensor_unref(ts[i]);
+    }
+}
+
 static int64_t shape_numel(int ndim, const int64_t *shape)
 {
     int64_t n = 1;

@@ -173,6 +173,54 @@ static void test_freed_after_last_instruction(void)
     CHECK_EQ(stats().in_use, s0.in_use);
 }
 
+/* ev_tensor_unref_n drops one reference per entry, as ev_tensor_unref
+ * would one by one: tensors sharing a storage, an alias, a tensor with a
+ * reference left, NULL entries and a storage a pending instruction reads. */
+static void test_unref_n(void)
+{
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    ev_allocator_stats s_base = stats();
+    ev_tensor *a, *b, *a_view, *a_alias, *kept;
+    CHECK_OK(ev_full(&EX, EV_INT64, 1, SHAPE(100), ev_scalar_int(7), &kept));
+    uint64_t with_kept = stats().in_use;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(1 << 18), &b));
+    uint64_t b_bytes = stats().in_use - with_kept;
+    CHECK_OK(ev_full(&EX, EV_FLOAT32, 1, SHAPE(4096), ev_scalar_float(2.0), &a));
+    CHECK_OK(ev_view(a, 2, SHAPE(64, 64), &a_view));
+    CHECK_OK(ev_tensor_alias(a, &a_alias));
+    ev_tensor_ref(kept);
+    CHECK_OK(ev_synchronize(test_vm, NULL)); /* the fills are done */
+    atomic_store_explicit(&gate, 0, memory_order_relaxed);
+    ev_operand op = {ev_tensor_obj(b), EV_READ};
+    ev_instr_desc d = {
+        .kernel = wait_gate,
+        .stream = ev_cpu_stream(0),
+        .operands = &op,
+        .n_operands = 1,
+        .name = "wait_gate",
+    };
+    CHECK_OK(ev_submit(test_vm, &d, NULL));
+    ev_tensor *all[] = {a, NULL, a_view, b, kept, a_alias, NULL};
+    ev_tensor_unref_n(all, sizeof all / sizeof *all);
+    ev_tensor_unref_n(NULL, 0);
+    /* a's storage is back; b's waits for its reader; kept's stays with
+     * the reference left. */
+    CHECK_EQ(stats().in_use, with_kept + b_bytes);
+    atomic_store_explicit(&gate, 1, memory_order_release);
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    for (int i = 0; i < 1000 && stats().in_use != with_kept; i++) {
+        CHECK_OK(ev_synchronize(test_vm, NULL));
+        sched_yield();
+    }
+    CHECK_EQ(stats().in_use, with_kept);
+    int64_t host[100];
+    CHECK_OK(ev_to_host(&EX, kept, host));
+    CHECK_EQ(host[0], 7);
+    CHECK_EQ(host[99], 7);
+    ev_tensor_unref(kept);
+    CHECK_EQ(stats().in_use, s_base.in_use);
+}
+
 /* Several OS threads issue ops on their own worker threads, dropping their
  * temporaries at once, so frees come back from several workers while other
  * threads allocate. */
@@ -385,6 +433,7 @@ int main(void)
     RUN_TEST(test_reuse_and_stats);
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_freed_after_last_instruction);
+    RUN_TEST(test_unref_n);
     RUN_TEST(test_concurrent_churn);
     RUN_TEST(test_thread_cache_folds_back);
     RUN_TEST(test_stream_ordered_reuse_chain);
