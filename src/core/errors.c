@@ -177,11 +177,14 @@ void *ev__cache_alloc(int kind, size_t size)
              * someone else's work evicted costs latency once per chain
              * rather than once per op. */
             const char *next = cache->items[kind][len - 2];
-            /* Up to 5 lines: the largest struct cached, a graph node, is
-             * laid out so that every use touches only those
-             * (EV__AG_NODE_HOT_BYTES in autograd-impl.h). */
-            for (size_t off = 0; off < size && off < 320; off += 64) {
-                __builtin_prefetch(next + off, 1);
+            /* Every line the struct's first 320 bytes lie on (malloc
+             * aligns to 16, so a struct often starts mid-line): the
+             * largest struct cached, a graph node, is laid out so that
+             * every use touches only those (EV__AG_NODE_HOT_BYTES in
+             * autograd-impl.h). */
+            uintptr_t end = (uintptr_t)next + (size < 320 ? size : 320);
+            for (uintptr_t line = (uintptr_t)next & ~(uintptr_t)63; line < end; line += 64) {
+                __builtin_prefetch((const void *)line, 1);
             }
         }
         return cache->items[kind][len];
