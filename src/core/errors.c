@@ -131,11 +131,16 @@ void ev__free(void *p)
 
 /* ------------------------------------------------------- struct caches */
 
-/* Enough for the frees that follow a back-pressure wait (a quarter of the
- * default EAGERVM_MAX_PENDING instructions, up to three structs each). The
- * cache is an array of pointers, so caching a struct does not touch it (it
- * was last written by a worker: a touch would be a cache miss). */
-enum { CACHE_MAX = 4096 };
+/* Enough for a recorded graph of tens of thousands of ops, whose nodes,
+ * tensors and storages are all freed at once and taken again by the next
+ * step: past the cap they went to malloc, which handed the memory back to
+ * the system and faulted it in again every step (a chain of 30,000
+ * recorded ops took 2.6x as long to record and free). The structs kept are
+ * what the largest graph held, as a caching allocator keeps its peak; the
+ * array is touched only as far as it is filled. The cache is an array of
+ * pointers, so caching a struct does not touch it (it was last written by
+ * a worker: a touch would be a cache miss). */
+enum { CACHE_MAX = 65536 };
 
 typedef struct struct_cache {
     int len[EV__CACHE_COUNT];
