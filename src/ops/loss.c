@@ -191,52 +191,9 @@ static void xent_drop(void *p)
     ev_tensor_unref(a->out);
 }
 
-/* The max of x[0..n) by four vectors of lanes (GCC's generic vectors, as
- * reduce.c's extrema: a compare feeding a select, which GCC vectorizes
- * where it leaves a rolled-out float max scalar). A NaN is skipped (x > NaN
- * is false) but the caller's sum of exp makes it count. */
-typedef float lse_vf __attribute__((vector_size(64)));
-typedef int32_t lse_vi __attribute__((vector_size(64)));
-#define LSE_VL 16
-
-EV__SIMD_CLONES
-static float max_f32(const float *x, int64_t n)
-{
-    float m = x[0];
-    int64_t i = 0;
-    if (n >= 4 * LSE_VL) {
-        lse_vf acc[4];
-        for (int k = 0; k < 4; k++) {
-            memcpy(&acc[k], x + k * LSE_VL, sizeof acc[k]);
-        }
-        for (i = 4 * LSE_VL; i + 4 * LSE_VL <= n; i += 4 * LSE_VL) {
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC unroll 4
-#endif
-            for (int k = 0; k < 4; k++) {
-                lse_vf v;
-                memcpy(&v, x + i + k * LSE_VL, sizeof v);
-                lse_vi c = v > acc[k];
-                acc[k] = (lse_vf)(((lse_vi)v & c) | ((lse_vi)acc[k] & ~c));
-            }
-        }
-        for (int k = 1; k < 4; k++) {
-            lse_vi c = acc[k] > acc[0];
-            acc[0] = (lse_vf)(((lse_vi)acc[k] & c) | ((lse_vi)acc[0] & ~c));
-        }
-        for (int j = 0; j < LSE_VL; j++) {
-            m = acc[0][j] > m ? acc[0][j] : m;
-        }
-    }
-    for (; i < n; i++) {
-        m = x[i] > m ? x[i] : m;
-    }
-    return m;
-}
-
 /* log(sum(exp(x))) of a dense float32 row, computed as m + log(sum(exp(x -
- * m))) with m the row's max: the max by lanes (a NaN is skipped there but
- * makes the sum NaN), exp_f32 a block at a time, the sum in float64 lanes.
+ * m))) with m the row's max (NaN if the row has one, which makes the sum
+ * NaN), exp_f32 a block at a time, the sum in float64 lanes.
  * An infinite max makes x - m NaN somewhere, so the loss NaN, as the
  * float64 formula below gives. Like reduce.c's logsumexp, whose lane
  * helpers are static there. */
@@ -245,7 +202,7 @@ static float max_f32(const float *x, int64_t n)
 EV__SIMD_CLONES
 static double lse_row_f32(const float *x, int64_t n)
 {
-    float m = max_f32(x, n);
+    float m = ev__extreme_f32(x, n, 1); /* NaN if x has one: so is the loss */
     double r[LSE_LANES] = {0};
     double s = 0;
     float e[LSE_BLOCK];

@@ -23,6 +23,14 @@
 #define EV__SIMD_CLONES
 #endif
 
+/* The lane loops are unrolled before the vectorizer sees them, so that
+ * the lanes live in registers (a rolled inner loop keeps them in memory). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LANE_UNROLL _Pragma("GCC unroll 64")
+#else
+#define LANE_UNROLL
+#endif
+
 /* The instruction name of an op table row's in-place form, or NULL. */
 #define EV__INPLACE_NAME_INPLACE(name) #name "_"
 #define EV__INPLACE_NAME_OUT_OF_PLACE(name) NULL
@@ -164,5 +172,9 @@ void ev__sort_load_packed(uint64_t *w, const char *src, ev_dtype dt, int64_t str
                           int64_t first);
 void ev__sort_words(uint64_t *w, uint64_t *scratch, int64_t n);
 int ev__sort_unpack_value(uint32_t key, ev_dtype dt, void *out);
+
+/* The max (want_max) or min of x[0..n), n > 0, NaN if there is one, by the
+ * widest vectors the CPU has (reduce.c, from extrema.h). */
+float ev__extreme_f32(const float *x, int64_t n, int want_max);
 
 #endif

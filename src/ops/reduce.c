@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/extrema.h"
 #include "ops/ops-impl.h"
 #include "ops/vmath.h"
 
@@ -51,13 +52,6 @@ const char *ev_reduce_op_name(int op)
  * gets the same bits. */
 #define SUM_LANES 64
 #define SMAX_BLOCK 1024 /* exp_f32 results held at a time (softmax, logsumexp) */
-/* The lane loops are unrolled before the vectorizer sees them, so that
- * the lanes live in registers (a rolled inner loop keeps them in memory). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LANE_UNROLL _Pragma("GCC unroll 64")
-#else
-#define LANE_UNROLL
-#endif
 #define SUM_LEAF 1024
 
 #define PAIRWISE(SUF, T)                                                       \
@@ -191,304 +185,21 @@ static int pairwise_parallel(const void *x, size_t esize, int64_t n, double *out
     return 1;
 }
 
-/* Max/min and their indices. Floats propagate NaN: the index of the first
- * NaN wins (NumPy), and otherwise the first occurrence of the extreme
- * value. The elements are reduced in four vectors of lanes (GCC's generic
- * vectors: one register each in the AVX-512 clone, split by the compiler
- * elsewhere), each lane keeping its extreme and the index where it first
- * saw it (a strict comparison, which no NaN passes). Beside them runs a sum
- * of x - x, 0 until a NaN or an infinity comes by (a compare would be
- * cheaper, but GCC does not vectorize a NaN test); after each chunk of
- * EXT_CHUNK elements a nonzero sum sends the scalar loop over the chunk
- * to look for a NaN, the first of which ends the search. At the end the
- * lanes give the extreme and, among the lanes that hold it, the smallest
- * index: the first occurrence, as the scalar loop finds. */
-#define EXT_CHUNK 4096
-/* o = the vector whose lane j is lane m[j] of v (VL lanes): one permute
- * under GCC, a loop of lanes elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define LANE_PERMUTE(o, v, m, VL) ((o) = __builtin_shuffle(v, m))
-#else
-#define LANE_PERMUTE(o, v, m, VL)                                              \
-    do {                                                                       \
-        for (int q_ = 0; q_ < (VL); q_++) {                                    \
-            (o)[q_] = (v)[(m)[q_]];                                            \
-        }                                                                      \
-    } while (0)
-#endif
-#define EXT_MAX_RUN ((int64_t)1 << 30) /* lane indexes are 32-bit for 32-bit types */
 
-#define EXT_STEP(CMP, VL, IT)                                                  \
-    for (; i + 4 * VL <= end; i += 4 * VL) {                                   \
-        LANE_UNROLL                                                            \
-        for (int k = 0; k < 4; k++) {                                          \
-            V v;                                                               \
-            memcpy(&v, x + i + k * VL, sizeof v);                              \
-            VI c = v CMP acc[k];                                               \
-            acc[k] = (V)(((VI)v & c) | ((VI)acc[k] & ~c));                     \
-            VI here = iota + (IT)(i + k * VL);                                 \
-            at[k] = (here & c) | (at[k] & ~c);                                 \
-            chk[k] += v - v;                                                   \
-        }                                                                      \
-    }
-
-#define EXTREMA(SUF, T, IT, VL, ISNAN)                                         \
-    typedef T v_##SUF __attribute__((vector_size(VL * sizeof(T))));           \
-    typedef IT vi_##SUF __attribute__((vector_size(VL * sizeof(T))));         \
-    static int64_t extrema_scalar_##SUF(const T *x, int64_t n, int want_max)   \
-    {                                                                          \
-        T m = x[0];                                                            \
-        int64_t at = 0;                                                        \
-        for (int64_t i = 1; i < n && !ISNAN(m); i++) {                         \
-            T v = x[i];                                                        \
-            if ((want_max ? v > m : v < m) || ISNAN(v)) {                      \
-                m = v;                                                         \
-                at = i;                                                        \
-            }                                                                  \
-        }                                                                      \
-        return at;                                                             \
-    }                                                                          \
-    /* The index of the first NaN of x[0..n), or -1. */                       \
-    static int64_t first_nan_##SUF(const T *x, int64_t n)                      \
-    {                                                                          \
-        (void)x; /* integers have none */                                      \
-        for (int64_t i = 0; i < n; i++) {                                      \
-            if (ISNAN(x[i])) {                                                 \
-                return i;                                                      \
-            }                                                                  \
-        }                                                                      \
-        return -1;                                                             \
-    }                                                                          \
-    /* 1 if a lane of the x - x sums is not 0 (saw a NaN or an infinity). */  \
-    static inline int ext_dirty_##SUF(const v_##SUF *chk)                      \
-    {                                                                          \
-        vi_##SUF bits = (vi_##SUF)((chk[0] + chk[1]) + (chk[2] + chk[3]));     \
-        IT any = 0;                                                            \
-        for (int j = 0; j < VL; j++) {                                         \
-            any |= bits[j];                                                    \
-        }                                                                      \
-        return any != 0;                                                       \
-    }                                                                          \
-    /* The index of the extreme of x[0..n), VL <= n <= EXT_MAX_RUN. */        \
-    EV__SIMD_CLONES                                                            \
-    static int64_t extrema_lanes_##SUF(const T *x, int64_t n, int want_max)    \
-    {                                                                          \
-        typedef v_##SUF V;                                                     \
-        typedef vi_##SUF VI;                                                   \
-        V acc[4], chk[4];                                                      \
-        VI at[4], iota;                                                        \
-        for (int j = 0; j < VL; j++) {                                         \
-            iota[j] = (IT)j;                                                   \
-        }                                                                      \
-        /* Short inputs start the spare vectors as copies of the first. */    \
-        int64_t nv = n / VL < 4 ? n / VL : 4;                                  \
-        for (int k = 0; k < 4; k++) {                                          \
-            int64_t kk = k < nv ? k : 0;                                       \
-            memcpy(&acc[k], x + kk * VL, sizeof acc[k]);                       \
-            at[k] = iota + (IT)(kk * VL);                                      \
-            chk[k] = acc[k] - acc[k];                                          \
-        }                                                                      \
-        int64_t i = nv * VL, from = 0;                                         \
-        while (i + 4 * VL <= n) {                                              \
-            int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
-            if (want_max) {                                                    \
-                EXT_STEP(>, VL, IT)                                            \
-            } else {                                                           \
-                EXT_STEP(<, VL, IT)                                            \
-            }                                                                  \
-            if (ext_dirty_##SUF(chk)) {                                        \
-                int64_t k = first_nan_##SUF(x + from, i - from);               \
-                if (k >= 0) {                                                  \
-                    return from + k;                                           \
-                }                                                              \
-                for (int q = 0; q < 4; q++) {                                  \
-                    chk[q] = (V){0}; /* infinities only: start again */        \
-                }                                                              \
-            }                                                                  \
-            from = i;                                                          \
-        }                                                                      \
-        /* The last whole vectors go into the first lanes. */                 \
-        for (; i + VL <= n; i += VL) {                                         \
-            V v;                                                               \
-            memcpy(&v, x + i, sizeof v);                                       \
-            VI c = want_max ? v > acc[0] : v < acc[0];                         \
-            acc[0] = (V)(((VI)v & c) | ((VI)acc[0] & ~c));                     \
-            at[0] = ((iota + (IT)i) & c) | (at[0] & ~c);                       \
-            chk[0] += v - v;                                                   \
-        }                                                                      \
-        /* The unchecked rest: since from if the sums saw something, else    \
-         * only the scalar tail. */                                           \
-        int64_t rest = ext_dirty_##SUF(chk) ? from : i;                        \
-        int64_t k = first_nan_##SUF(x + rest, n - rest);                       \
-        if (k >= 0) {                                                          \
-            return rest + k;                                                   \
-        }                                                                      \
-        /* The extreme per lane over the four vectors, then per lane the    \
-         * smallest index holding it, then the same across the lanes. Each   \
-         * step is a compare feeding a select: GCC vectorizes that form, but  \
-         * scalarizes masks combined with & and |. */                         \
-        V mv = acc[0];                                                         \
-        for (int q = 1; q < 4; q++) {                                          \
-            VI c = want_max ? acc[q] > mv : acc[q] < mv;                       \
-            mv = (V)(((VI)acc[q] & c) | ((VI)mv & ~c));                        \
-        }                                                                      \
-        VI big = iota * 0 + (IT)n;                                             \
-        VI bi = big;                                                           \
-        for (int q = 0; q < 4; q++) {                                          \
-            VI e = acc[q] == mv;                                               \
-            VI cand = (at[q] & e) | (big & ~e);                                \
-            VI c = cand < bi;                                                  \
-            bi = (cand & c) | (bi & ~c);                                       \
-        }                                                                      \
-        /* Across the lanes by butterflies of shuffles: the extreme into     \
-         * every lane, then the smallest index of a lane that holds it. */    \
-        V mall = mv;                                                           \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o;                                                               \
-            LANE_PERMUTE(o, mall, iota ^ (IT)h, VL);                           \
-            VI c = want_max ? o > mall : o < mall;                             \
-            mall = (V)(((VI)o & c) | ((VI)mall & ~c));                         \
-        }                                                                      \
-        VI e = mv == mall;                                                     \
-        VI cand = (bi & e) | (big & ~e);                                       \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            VI o;                                                              \
-            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
-            VI c = o < cand;                                                   \
-            cand = (o & c) | (cand & ~c);                                      \
-        }                                                                      \
-        T m = mall[0];                                                         \
-        int64_t best = cand[0];                                                \
-        for (; i < n; i++) {                                                   \
-            if (want_max ? x[i] > m : x[i] < m) {                              \
-                m = x[i];                                                      \
-                best = i;                                                      \
-            }                                                                  \
-        }                                                                      \
-        return best;                                                           \
-    }                                                                          \
-    /* The extreme value alone of x[0..n), VL <= n (max/min need no        \
-     * index): lanes without indexes, NaN as soon as a chunk holds one. */     \
-    EV__SIMD_CLONES                                                            \
-    static T extval_lanes_##SUF(const T *x, int64_t n, int want_max)           \
-    {                                                                          \
-        typedef v_##SUF V;                                                     \
-        typedef vi_##SUF VI;                                                   \
-        V acc[4], chk[4];                                                      \
-        int64_t nv = n / VL < 4 ? n / VL : 4;                                  \
-        for (int k = 0; k < 4; k++) {                                          \
-            memcpy(&acc[k], x + (k < nv ? k : 0) * VL, sizeof acc[k]);         \
-            chk[k] = acc[k] - acc[k];                                          \
-        }                                                                      \
-        int64_t i = nv * VL, from = 0;                                         \
-        while (i + 4 * VL <= n) {                                              \
-            int64_t end = from + EXT_CHUNK < n ? from + EXT_CHUNK : n;         \
-            for (; i + 4 * VL <= end; i += 4 * VL) {                           \
-                LANE_UNROLL                                                    \
-                for (int k = 0; k < 4; k++) {                                  \
-                    V v;                                                       \
-                    memcpy(&v, x + i + k * VL, sizeof v);                      \
-                    VI c = want_max ? v > acc[k] : v < acc[k];                 \
-                    acc[k] = (V)(((VI)v & c) | ((VI)acc[k] & ~c));             \
-                    chk[k] += v - v;                                           \
-                }                                                              \
-            }                                                                  \
-            if (ext_dirty_##SUF(chk)) {                                        \
-                int64_t k = first_nan_##SUF(x + from, i - from);               \
-                if (k >= 0) {                                                  \
-                    return x[from + k];                                        \
-                }                                                              \
-                for (int q = 0; q < 4; q++) {                                  \
-                    chk[q] = (V){0};                                           \
-                }                                                              \
-            }                                                                  \
-            from = i;                                                          \
-        }                                                                      \
-        for (; i + VL <= n; i += VL) {                                         \
-            V v;                                                               \
-            memcpy(&v, x + i, sizeof v);                                       \
-            VI c = want_max ? v > acc[0] : v < acc[0];                         \
-            acc[0] = (V)(((VI)v & c) | ((VI)acc[0] & ~c));                     \
-            chk[0] += v - v;                                                   \
-        }                                                                      \
-        int64_t rest = ext_dirty_##SUF(chk) ? from : i;                        \
-        int64_t k = first_nan_##SUF(x + rest, n - rest);                       \
-        if (k >= 0) {                                                          \
-            return x[rest + k];                                                \
-        }                                                                      \
-        for (int q = 1; q < 4; q++) {                                          \
-            VI c = want_max ? acc[q] > acc[0] : acc[q] < acc[0];               \
-            acc[0] = (V)(((VI)acc[q] & c) | ((VI)acc[0] & ~c));                \
-        }                                                                      \
-        VI iota;                                                               \
-        for (int j = 0; j < VL; j++) {                                         \
-            iota[j] = (IT)j;                                                   \
-        }                                                                      \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o;                                                               \
-            LANE_PERMUTE(o, acc[0], iota ^ (IT)h, VL);                         \
-            VI c = want_max ? o > acc[0] : o < acc[0];                         \
-            acc[0] = (V)(((VI)o & c) | ((VI)acc[0] & ~c));                     \
-        }                                                                      \
-        T m = acc[0][0];                                                       \
-        for (; i < n; i++) {                                                   \
-            m = (want_max ? x[i] > m : x[i] < m) ? x[i] : m;                   \
-        }                                                                      \
-        return m;                                                              \
-    }                                                                          \
-    static T extval_##SUF(const T *x, int64_t n, int want_max)                 \
-    {                                                                          \
-        return n < 2 * VL ? x[extrema_scalar_##SUF(x, n, want_max)]            \
-                          : extval_lanes_##SUF(x, n, want_max);                \
-    }                                                                          \
-    static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
-    {                                                                          \
-        if (n < 2 * VL) {                                                      \
-            return extrema_scalar_##SUF(x, n, want_max);                       \
-        }                                                                      \
-        if (n < 16 * VL) {                                                     \
-            /* Short rows: the value by the cheaper lanes, then the first     \
-             * element equal to it (or the first NaN). */                     \
-            T m = extval_lanes_##SUF(x, n, want_max);                          \
-            if (ISNAN(m)) {                                                    \
-                return first_nan_##SUF(x, n);                                  \
-            }                                                                  \
-            int64_t i = 0;                                                     \
-            while (x[i] != m) {                                                \
-                i++;                                                           \
-            }                                                                  \
-            return i;                                                          \
-        }                                                                      \
-        int64_t at = 0;                                                        \
-        for (int64_t b = 0; b < n; b += EXT_MAX_RUN) {                         \
-            int64_t len = n - b < EXT_MAX_RUN ? n - b : EXT_MAX_RUN;           \
-            int64_t k = b + (len < VL ? extrema_scalar_##SUF(x + b, len, want_max) \
-                                      : extrema_lanes_##SUF(x + b, len, want_max)); \
-            if (ISNAN(x[k])) {                                                 \
-                return k;                                                      \
-            }                                                                  \
-            if (want_max ? x[k] > x[at] : x[k] < x[at]) {                      \
-                at = k;                                                        \
-            }                                                                  \
-        }                                                                      \
-        return at;                                                             \
-    }
-#define NOT_NAN(v) 0
-#define IS_NAN(v) ((v) != (v))
-EXTREMA(i32, int32_t, int32_t, 16, NOT_NAN)
-EXTREMA(i64, int64_t, int64_t, 8, NOT_NAN)
-EXTREMA(f32, float, int32_t, 16, IS_NAN)
-EXTREMA(f64, double, int64_t, 8, IS_NAN)
+float ev__extreme_f32(const float *x, int64_t n, int want_max)
+{
+    return ext_value_f32(x, n, want_max);
+}
 
 /* The index of the extreme of n > 0 elements of dtype dt (int32, int64,
  * float32 or float64). */
 static int64_t extrema_any(ev_dtype dt, const void *x, int64_t n, int want_max)
 {
     switch (dt) {
-    case EV_INT32: return extrema_i32(x, n, want_max);
-    case EV_INT64: return extrema_i64(x, n, want_max);
-    case EV_FLOAT32: return extrema_f32(x, n, want_max);
-    default: return extrema_f64(x, n, want_max);
+    case EV_INT32: return ext_index_i32(x, n, want_max);
+    case EV_INT64: return ext_index_i64(x, n, want_max);
+    case EV_FLOAT32: return ext_index_f32(x, n, want_max);
+    default: return ext_index_f64(x, n, want_max);
     }
 }
 
@@ -553,10 +264,10 @@ typedef struct extval_job {
 static void extval_run(ev_dtype dt, const char *x, int64_t n, int want_max, void *out)
 {
     switch (dt) {
-    case EV_INT32: *(int32_t *)out = extval_i32((const int32_t *)x, n, want_max); break;
-    case EV_INT64: *(int64_t *)out = extval_i64((const int64_t *)x, n, want_max); break;
-    case EV_FLOAT32: *(float *)out = extval_f32((const float *)x, n, want_max); break;
-    default: *(double *)out = extval_f64((const double *)x, n, want_max); break;
+    case EV_INT32: *(int32_t *)out = ext_value_i32((const int32_t *)x, n, want_max); break;
+    case EV_INT64: *(int64_t *)out = ext_value_i64((const int64_t *)x, n, want_max); break;
+    case EV_FLOAT32: *(float *)out = ext_value_f32((const float *)x, n, want_max); break;
+    default: *(double *)out = ext_value_f64((const double *)x, n, want_max); break;
     }
 }
 
@@ -2124,7 +1835,7 @@ static void smax_drop(void *p)
 }
 
 /* Softmax of one dense float32 line x[0..n) into y (x == y allowed): the
- * max by extval_f32 (NaN if the line has one, which then makes the whole
+ * max by ext_value_f32 (NaN if the line has one, which then makes the whole
  * line NaN, as the float64 formula gives), exp_f32 of the shifted values,
  * their sum in float64 lanes (so the normaliser carries no float32
  * rounding), and one division (or, for log_softmax, subtraction) per
@@ -2132,7 +1843,7 @@ static void smax_drop(void *p)
 EV__SIMD_CLONES
 static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
 {
-    float m = extval_f32(x, n, 1);
+    float m = ext_value_f32(x, n, 1);
     int64_t i;
     /* The exps into y (softmax) or a scratch block (log_softmax, which
      * reads x again after: x may be y). */
@@ -2154,7 +1865,7 @@ static void smax_line_f32(const float *x, float *y, int64_t n, int log_)
 EV__SIMD_CLONES
 static void smax_line_f64(const double *x, double *y, int64_t n, int log_)
 {
-    double m = extval_f64(x, n, 1);
+    double m = ext_value_f64(x, n, 1);
     double s = sumexp_f64(x, n, m, log_ ? NULL : y);
     if (log_) {
         double ls = log(s);
