@@ -30,6 +30,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define VM_HAVE_AVX2_ROWS 1
+#endif
 
 /* Always inlined: into each SIMD clone of the caller (so the clone's ISA
  * applies) and into loops GCC would otherwise leave calling them (a call
@@ -662,6 +666,66 @@ VM_INLINE uint32_t vm_logt_reduce(float x, float *m, float *ef)
     return (mb >> 19) & 15u;
 }
 
+/* The rows of tab's subintervals ia[0..m) (m <= VM_BLOCK), a column each:
+ * c[j] = tab[ia[j]].c, and so on. With AVX2 a 16-row column is two
+ * registers, read by two permutes and a blend; GCC copies the rows one at a
+ * time or gathers them (1.2 ns an element on Zen 4). The same values either
+ * way, so every form keeps its bits. */
+#ifdef VM_HAVE_AVX2_ROWS
+__attribute__((target("avx2"))) static void vm_logt_rows_avx2(const vm_logt_row *tab,
+                                                              const uint32_t *ia, int m,
+                                                              float *const *out)
+{
+    float cols[4][16];
+    for (int r = 0; r < 16; r++) {
+        cols[0][r] = tab[r].c;
+        cols[1][r] = tab[r].invc;
+        cols[2][r] = tab[r].thi;
+        cols[3][r] = tab[r].tlo;
+    }
+    __m256 lo[4], hi[4];
+    for (int f = 0; f < 4; f++) {
+        lo[f] = _mm256_loadu_ps(cols[f]);
+        hi[f] = _mm256_loadu_ps(cols[f] + 8);
+    }
+    int j = 0;
+    for (; j + 8 <= m; j += 8) {
+        __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(ia + j));
+        /* Rows 8..15 are in hi: bit 3 of the index, moved to the sign. */
+        __m256 upper = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+        for (int f = 0; f < 4; f++) {
+            __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo[f], idx),
+                                        _mm256_permutevar8x32_ps(hi[f], idx), upper);
+            _mm256_storeu_ps(out[f] + j, v);
+        }
+    }
+    for (; j < m; j++) {
+        for (int f = 0; f < 4; f++) {
+            out[f][j] = cols[f][ia[j]];
+        }
+    }
+}
+#endif
+
+VM_INLINE void vm_logt_rows(const vm_logt_row *tab, const uint32_t *ia, int m, float *c,
+                            float *invc, float *thi, float *tlo)
+{
+#ifdef VM_HAVE_AVX2_ROWS
+    if (__builtin_cpu_supports("avx2")) {
+        float *const out[4] = {c, invc, thi, tlo};
+        vm_logt_rows_avx2(tab, ia, m, out);
+        return;
+    }
+#endif
+    for (int j = 0; j < m; j++) {
+        const vm_logt_row *t = &tab[ia[j]];
+        c[j] = t->c;
+        invc[j] = t->invc;
+        thi[j] = t->thi;
+        tlo[j] = t->tlo;
+    }
+}
+
 VM_INLINE float vm_log2t_finish(float x, float m, float ef, const vm_logt_row *t)
 {
     float r = (m - t->c) * t->invc;
@@ -679,25 +743,24 @@ VM_INLINE float vm_log10t_finish(float x, float m, float ef, const vm_logt_row *
 }
 
 /* o[i] = log2 or log10 of a[i] by blocks (o may be a): the reduction, the
- * table rows copied for each element, then the rest. */
+ * table rows of the elements (vm_logt_rows), then the rest. */
 #define VM_LOGT_ARRAY(name, TAB, FINISH)                                       \
     VM_INLINE void name(float *o, const float *a, int64_t n)                   \
     {                                                                          \
         float xa[VM_BLOCK], ma[VM_BLOCK], ea[VM_BLOCK];                        \
+        float ca[VM_BLOCK], inva[VM_BLOCK], tha[VM_BLOCK], tla[VM_BLOCK];      \
         uint32_t ia[VM_BLOCK];                                                 \
-        vm_logt_row rows[VM_BLOCK];                                            \
         for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {                         \
             int m = n - i0 < VM_BLOCK ? (int)(n - i0) : VM_BLOCK;              \
             memcpy(xa, a + i0, (size_t)m * sizeof(float));                    \
             for (int j = 0; j < m; j++) {                                      \
                 ia[j] = vm_logt_reduce(xa[j], &ma[j], &ea[j]);                 \
             }                                                                  \
-            for (int j = 0; j < m; j++) {                                      \
-                rows[j] = TAB[ia[j]];                                          \
-            }                                                                  \
+            vm_logt_rows(TAB, ia, m, ca, inva, tha, tla);                      \
             float *ob = o + i0;                                                \
             for (int j = 0; j < m; j++) {                                      \
-                ob[j] = FINISH(xa[j], ma[j], ea[j], &rows[j]);                 \
+                vm_logt_row t = {ca[j], inva[j], tha[j], tla[j]};              \
+                ob[j] = FINISH(xa[j], ma[j], ea[j], &t);                       \
             }                                                                  \
         }                                                                      \
     }
@@ -907,13 +970,7 @@ VM_INLINE float vm_acosh_post(float x, float r)
                 ua[j] = 1.0f + xc[j];                                          \
                 ia[j] = vm_logt_reduce(ua[j], &ma[j], &ea[j]);                 \
             }                                                                  \
-            for (int j = 0; j < m; j++) {                                      \
-                const vm_logt_row *t = &vm_lnt_tab[ia[j]];                     \
-                ca[j] = t->c;                                                  \
-                inva[j] = t->invc;                                             \
-                tha[j] = t->thi;                                               \
-                tla[j] = t->tlo;                                               \
-            }                                                                  \
+            vm_logt_rows(vm_lnt_tab, ia, m, ca, inva, tha, tla);               \
             float *ob = o + i0;                                                \
             for (int j = 0; j < m; j++) {                                      \
                 ob[j] = POST(xa[j], vm_log1pt_core(xc[j], la[j], ua[j], ma[j], \

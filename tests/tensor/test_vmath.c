@@ -575,6 +575,13 @@ ISA_LOOPS(isa_cosh, EACH(cosh_f32))
 ISA_LOOPS(isa_atan, EACH(atan_f32))
 ISA_LOOPS(isa_asin, EACH(asin_f32))
 ISA_LOOPS(isa_acos, EACH(acos_f32))
+ISA_LOOPS(isa_log, log_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_log2, log2_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_log10, log10_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_log1p, log1p_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_asinh, asinh_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_acosh, acosh_f32_n_portable(o, a, n))
+ISA_LOOPS(isa_atanh, atanh_f32_n_portable(o, a, n))
 
 static void test_isa_forms(void)
 {
@@ -591,6 +598,13 @@ static void test_isa_forms(void)
         {"atan", isa_atan_v4, isa_atan_v3, isa_atan_v1},
         {"asin", isa_asin_v4, isa_asin_v3, isa_asin_v1},
         {"acos", isa_acos_v4, isa_acos_v3, isa_acos_v1},
+        {"log", isa_log_v4, isa_log_v3, isa_log_v1},
+        {"log2", isa_log2_v4, isa_log2_v3, isa_log2_v1},
+        {"log10", isa_log10_v4, isa_log10_v3, isa_log10_v1},
+        {"log1p", isa_log1p_v4, isa_log1p_v3, isa_log1p_v1},
+        {"asinh", isa_asinh_v4, isa_asinh_v3, isa_asinh_v1},
+        {"acosh", isa_acosh_v4, isa_acosh_v3, isa_acosh_v1},
+        {"atanh", isa_atanh_v4, isa_atanh_v3, isa_atanh_v1},
     };
     __builtin_cpu_init();
     int v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
