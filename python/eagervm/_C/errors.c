@@ -50,8 +50,8 @@ PyObject *evpy_raise_error(ev_error *err)
 
 /* ------------------------------------------------------------------ sites
  *
- * Sites are interned by (code object, instruction offset): the offset is read
- * in O(1) (PyFrame_GetLasti), while the line number needs a walk of the line
+ * Sites are interned by (code object, instruction offset): both are read
+ * in O(1) (evpy_caller), while the line number needs a walk of the line
  * table, so it is computed only on a miss. The table holds a strong reference
  * to each code object so its address cannot be reused by another code object
  * while the key lives. Entries live for the process: the engine borrows sites
@@ -131,27 +131,22 @@ static const ev_site *site_make(PyFrameObject *frame, PyObject *code, int lasti)
 
 const ev_site *evpy_capture_site(void)
 {
-    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
-    if (!frame) {
+    PyObject *code; /* borrowed */
+    int lasti;
+    if (!evpy_caller(&code, &lasti)) {
         return NULL;
     }
-    PyCodeObject *code = PyFrame_GetCode(frame); /* new reference */
-    int lasti = PyFrame_GetLasti(frame);
-    const ev_site *found = NULL;
     if (sites_cap) {
-        size_t j = site_hash((PyObject *)code, lasti) & (sites_cap - 1);
+        size_t j = site_hash(code, lasti) & (sites_cap - 1);
         while (sites[j].code) {
-            if (sites[j].code == (PyObject *)code && sites[j].lasti == lasti) {
-                found = sites[j].site;
-                break;
+            if (sites[j].code == code && sites[j].lasti == lasti) {
+                return sites[j].site;
             }
             j = (j + 1) & (sites_cap - 1);
         }
     }
-    if (!found) {
-        /* Out of memory only loses the attribution, never the op. */
-        found = site_make(frame, (PyObject *)code, lasti);
-    }
-    Py_DECREF(code);
-    return found;
+    /* A new site: the line number needs the frame object. Out of memory
+     * only loses the attribution, never the op. */
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    return frame ? site_make(frame, code, lasti) : NULL;
 }

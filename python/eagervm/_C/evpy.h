@@ -115,6 +115,9 @@ PyObject *evpy_exc_type(int code);
 /* The interned site of the calling Python frame, or NULL outside any frame.
  * Sites live for the process (the engine borrows them forever). GIL held. */
 const ev_site *evpy_capture_site(void);
+/* The calling Python frame's code object (borrowed) and instruction offset
+ * in bytes (caller.c); 0 outside any frame. GIL held. */
+int evpy_caller(PyObject **code, int *lasti);
 
 /* ------------------------------------------------------------------- waits */
 
