@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "tensor/tensor-impl.h"
 
@@ -23,13 +22,6 @@
 #define SMALL_MAX ((size_t)1 << 20)
 #define LARGE_ROUND ((size_t)64 << 10)
 #define N_SMALL_BINS 52
-/* Blocks from this size sit on 2 MiB boundaries and ask for transparent huge
- * pages (Linux's default policy gives them only where asked, as NumPy does
- * for its arrays from 4 MiB): a transposing copy or a gather of 1024 x 1024
- * float32 steps through 2,048 pages of 4 KiB, far more than the TLB holds,
- * and 4 of 2 MiB. */
-#define HUGE_MIN ((size_t)4 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
 
 typedef struct allocator {
     pthread_mutex_t lock;
@@ -232,16 +224,7 @@ static ev__block *sys_alloc(allocator *a, size_t size)
     if (!b) {
         return NULL;
     }
-    void *base;
-    if (size >= HUGE_MIN) {
-        base = ev__aligned_malloc(HUGE_PAGE, size);
-        if (base) {
-            /* Advice only: where the system refuses, small pages serve. */
-            (void)madvise(base, (size + 4095) & ~(size_t)4095, MADV_HUGEPAGE);
-        }
-    } else {
-        base = ev__malloc(size + ALIGN - 1);
-    }
+    void *base = ev__malloc(size + ALIGN - 1);
     if (!base) {
         ev__free(b);
         return NULL;

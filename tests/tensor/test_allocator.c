@@ -173,27 +173,6 @@ static void test_freed_after_last_instruction(void)
     CHECK_EQ(stats().in_use, s0.in_use);
 }
 
-/* Blocks from 4 MiB start on a 2 MiB boundary (where a huge page can back
- * them); smaller ones on a line. Both keep their size class. */
-static void test_large_blocks_on_huge_page_boundaries(void)
-{
-    CHECK_OK(ev_synchronize(test_vm, NULL));
-    ev_allocator_stats s0 = stats();
-    ev_tensor *big, *small;
-    CHECK_OK(ev_empty(&EX, EV_FLOAT32, 2, SHAPE(1024, 1024), &big)); /* 4 MiB */
-    CHECK_OK(ev_empty(&EX, EV_FLOAT32, 1, SHAPE(1000), &small));
-    CHECK_EQ((uintptr_t)ev_tensor_data(big) % ((uintptr_t)2 << 20), 0);
-    CHECK_EQ((uintptr_t)ev_tensor_data(small) % 64, 0);
-    CHECK_EQ(stats().in_use - s0.in_use, (4 << 20) + 4096);
-    float *p = ev_tensor_data(big); /* the whole block is usable */
-    p[0] = 1.0f;
-    p[(1 << 20) - 1] = 2.0f;
-    CHECK_EQ(p[0] + p[(1 << 20) - 1], 3.0f);
-    ev_tensor_unref(big);
-    ev_tensor_unref(small);
-    CHECK_EQ(stats().in_use, s0.in_use);
-}
-
 /* ev_tensor_unref_n drops one reference per entry, as ev_tensor_unref
  * would one by one: tensors sharing a storage, an alias, a tensor with a
  * reference left, NULL entries and a storage a pending instruction reads. */
@@ -455,7 +434,6 @@ int main(void)
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_freed_after_last_instruction);
     RUN_TEST(test_unref_n);
-    RUN_TEST(test_large_blocks_on_huge_page_boundaries);
     RUN_TEST(test_concurrent_churn);
     RUN_TEST(test_thread_cache_folds_back);
     RUN_TEST(test_stream_ordered_reuse_chain);
