@@ -140,15 +140,9 @@ static int wait_gate(void *arg, ev_kctx *kc)
     return 0;
 }
 
-static void test_freed_after_last_instruction(void)
+/* Closes the gate and issues an instruction that reads t until it opens. */
+static void read_until_gate_opens(ev_tensor *t)
 {
-    /* DESIGN rule 4: dropping the last reference while an instruction that
-     * reads the storage is still pending must not return the memory yet. */
-    CHECK_OK(ev_synchronize(test_vm, NULL));
-    CHECK_OK(ev_allocator_empty_cache(EV_DEVICE_CPU, 0));
-    ev_allocator_stats s0 = stats();
-    ev_tensor *t;
-    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(1 << 20), &t));
     atomic_store_explicit(&gate, 0, memory_order_relaxed);
     ev_operand op = {ev_tensor_obj(t), EV_READ};
     ev_instr_desc d = {
@@ -159,6 +153,18 @@ static void test_freed_after_last_instruction(void)
         .name = "wait_gate",
     };
     CHECK_OK(ev_submit(test_vm, &d, NULL));
+}
+
+static void test_freed_after_last_instruction(void)
+{
+    /* DESIGN rule 4: dropping the last reference while an instruction that
+     * reads the storage is still pending must not return the memory yet. */
+    CHECK_OK(ev_synchronize(test_vm, NULL));
+    CHECK_OK(ev_allocator_empty_cache(EV_DEVICE_CPU, 0));
+    ev_allocator_stats s0 = stats();
+    ev_tensor *t;
+    CHECK_OK(ev_ones(&EX, EV_FLOAT32, 1, SHAPE(1 << 20), &t));
+    read_until_gate_opens(t);
     ev_tensor_unref(t);
     CHECK_EQ(stats().in_use, s0.in_use + (4 << 20)); /* still held */
     atomic_store_explicit(&gate, 1, memory_order_release);
@@ -190,16 +196,7 @@ static void test_unref_n(void)
     CHECK_OK(ev_tensor_alias(a, &a_alias));
     ev_tensor_ref(kept);
     CHECK_OK(ev_synchronize(test_vm, NULL)); /* the fills are done */
-    atomic_store_explicit(&gate, 0, memory_order_relaxed);
-    ev_operand op = {ev_tensor_obj(b), EV_READ};
-    ev_instr_desc d = {
-        .kernel = wait_gate,
-        .stream = ev_cpu_stream(0),
-        .operands = &op,
-        .n_operands = 1,
-        .name = "wait_gate",
-    };
-    CHECK_OK(ev_submit(test_vm, &d, NULL));
+    read_until_gate_opens(b);
     ev_tensor *all[] = {a, NULL, a_view, b, kept, a_alias, NULL};
     ev_tensor_unref_n(all, sizeof all / sizeof *all);
     ev_tensor_unref_n(NULL, 0);
