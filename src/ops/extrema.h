@@ -1,8 +1,9 @@
 /* Max, min and the index of either over a run of int32, int64, float32 or
  * float64 elements, in vectors of lanes: one form per vector width (16, 32
  * and 64 bytes), each built for the CPUs that have it, and the pick of the
- * widest one the CPU runs (ext_index_SUF, ext_value_SUF). Static functions: reduce.c and the
- * test of every form (tests/tensor/test_extrema.c) include it. */
+ * widest one the CPU runs (ext_index_SUF, ext_value_SUF). Static functions:
+ * reduce.c and the test of every form (tests/tensor/test_extrema.c)
+ * include it. */
 #ifndef EV_OPS_EXTREMA_H
 #define EV_OPS_EXTREMA_H
 
@@ -11,8 +12,8 @@
 
 #include "ops/ops-impl.h"
 
-/* Every function of a form carries its target (nothing for the base form),
- * so that its helpers inline into it. */
+/* A form's two lane loops carry its target (nothing for the base form);
+ * the scalar loops and the drivers around them need none. */
 #define EXT_BASE
 
 /* Max/min and their indices. Floats propagate NaN: the index of the first
