@@ -671,18 +671,24 @@ VM_INLINE uint32_t vm_logt_reduce(float x, float *m, float *ef)
  * registers, read by two permutes and a blend; GCC copies the rows one at a
  * time or gathers them (1.2 ns an element on Zen 4). The same values either
  * way, so every form keeps its bits. */
-#ifdef VM_HAVE_AVX2_ROWS
-__attribute__((target("avx2"))) static void vm_logt_rows_avx2(const vm_logt_row *tab,
-                                                              const uint32_t *ia, int m,
-                                                              float *const *out)
+/* The columns of a 16-row table: cols[0] its c, cols[1] invc, and so on. */
+VM_INLINE void vm_logt_columns(const vm_logt_row *tab, float cols[4][16])
 {
-    float cols[4][16];
     for (int r = 0; r < 16; r++) {
         cols[0][r] = tab[r].c;
         cols[1][r] = tab[r].invc;
         cols[2][r] = tab[r].thi;
         cols[3][r] = tab[r].tlo;
     }
+}
+
+#ifdef VM_HAVE_AVX2_ROWS
+__attribute__((target("avx2"))) static void vm_logt_rows_avx2(const vm_logt_row *tab,
+                                                              const uint32_t *ia, int m,
+                                                              float *const *out)
+{
+    float cols[4][16];
+    vm_logt_columns(tab, cols);
     __m256 lo[4], hi[4];
     for (int f = 0; f < 4; f++) {
         lo[f] = _mm256_loadu_ps(cols[f]);

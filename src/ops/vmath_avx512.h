@@ -473,12 +473,7 @@ VM_AVX512_INLINE __m512 vm_acosh_ps16(__m512 x, const __m512 *tab)
     VM_TARGET_AVX512 static void name(float *o, const float *a, int64_t n)         \
     {                                                                              \
         float cols[4][16];                                                         \
-        for (int j = 0; j < 16; j++) {                                             \
-            cols[0][j] = vm_lnt_tab[j].c;                                          \
-            cols[1][j] = vm_lnt_tab[j].invc;                                       \
-            cols[2][j] = vm_lnt_tab[j].thi;                                        \
-            cols[3][j] = vm_lnt_tab[j].tlo;                                        \
-        }                                                                          \
+        vm_logt_columns(vm_lnt_tab, cols);                                         \
         __m512 tab[4];                                                             \
         for (int k = 0; k < 4; k++) {                                              \
             tab[k] = _mm512_loadu_ps(cols[k]);                                     \
