@@ -65,15 +65,13 @@ static void node_prefetch_rest(const ev_ag_node *n)
     }
 }
 
-/* Drops the batch. Dropping a tensor can free its state and so unref a
- * node, which joins free_list (freeing is set): the batch is emptied first. */
+/* Drops the batch. A tensor's last reference can free its state and so
+ * unref a node, which only joins free_list (freeing is set): nothing joins
+ * the batch meanwhile. */
 static void free_batch_drop(void)
 {
-    ev_tensor *ts[FREE_BATCH];
-    int n = free_batch_len;
-    memcpy(ts, free_batch, (size_t)n * sizeof *ts);
+    ev_tensor_unref_n(free_batch, (size_t)free_batch_len);
     free_batch_len = 0;
-    ev_tensor_unref_n(ts, (size_t)n);
 }
 
 /* Frees n; called only while freeing, so the nodes it unrefs join
