@@ -262,28 +262,117 @@
         }                                                                      \
         return m;                                                              \
     }                                                                          \
+    /* The extreme value of a short run, VL <= n < 16 * VL (rows of a      \
+     * reduction along a short dimension): one vector of lanes in a         \
+     * register, the last one overlapping the one before (a max counts an   \
+     * element twice at no cost) instead of a scalar tail. */               \
+    TARGET                                                                     \
+    static T extval_short_##SUF(const T *x, int64_t n, int want_max)           \
+    {                                                                          \
+        typedef v_##SUF V;                                                     \
+        typedef vi_##SUF VI;                                                   \
+        V acc, chk, v;                                                         \
+        memcpy(&acc, x, sizeof acc);                                           \
+        chk = acc - acc;                                                       \
+        for (int64_t i = VL; i < n; i += VL) {                                 \
+            memcpy(&v, x + (i + VL <= n ? i : n - VL), sizeof v);              \
+            VI c = want_max ? v > acc : v < acc;                               \
+            acc = (V)(((VI)v & c) | ((VI)acc & ~c));                           \
+            chk += v - v;                                                      \
+        }                                                                      \
+        VI bits = (VI)chk;                                                     \
+        IT any = 0;                                                            \
+        LANE_UNROLL                                                            \
+        for (int j = 0; j < VL; j++) {                                         \
+            any |= bits[j];                                                    \
+        }                                                                      \
+        if (any) {                                                             \
+            int64_t k = first_nan_##SUF(x, n);                                 \
+            if (k >= 0) {                                                      \
+                return x[k];                                                   \
+            }                                                                  \
+        }                                                                      \
+        VI iota;                                                               \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
+        }                                                                      \
+        LANE_UNROLL                                                            \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            LANE_PERMUTE(v, acc, iota ^ (IT)h, VL);                            \
+            VI c = want_max ? v > acc : v < acc;                               \
+            acc = (V)(((VI)v & c) | ((VI)acc & ~c));                           \
+        }                                                                      \
+        return acc[0];                                                         \
+    }                                                                          \
+    /* The index of the extreme of a short run, as extval_short: each lane  \
+     * keeps the index where it first saw its extreme (the overlapping      \
+     * vector sees some elements again, at their own indexes). */          \
+    TARGET                                                                     \
+    static int64_t extrema_short_##SUF(const T *x, int64_t n, int want_max)    \
+    {                                                                          \
+        typedef v_##SUF V;                                                     \
+        typedef vi_##SUF VI;                                                   \
+        V acc, chk, v;                                                         \
+        VI iota, at;                                                           \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
+        }                                                                      \
+        memcpy(&acc, x, sizeof acc);                                           \
+        chk = acc - acc;                                                       \
+        at = iota;                                                             \
+        for (int64_t i = VL; i < n; i += VL) {                                 \
+            int64_t b = i + VL <= n ? i : n - VL;                              \
+            memcpy(&v, x + b, sizeof v);                                       \
+            VI c = want_max ? v > acc : v < acc;                               \
+            acc = (V)(((VI)v & c) | ((VI)acc & ~c));                           \
+            at = ((iota + (IT)b) & c) | (at & ~c);                             \
+            chk += v - v;                                                      \
+        }                                                                      \
+        VI bits = (VI)chk;                                                     \
+        IT any = 0;                                                            \
+        LANE_UNROLL                                                            \
+        for (int j = 0; j < VL; j++) {                                         \
+            any |= bits[j];                                                    \
+        }                                                                      \
+        if (any) {                                                             \
+            int64_t k = first_nan_##SUF(x, n);                                 \
+            if (k >= 0) {                                                      \
+                return k;                                                      \
+            }                                                                  \
+        }                                                                      \
+        V mall = acc;                                                          \
+        LANE_UNROLL                                                            \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            LANE_PERMUTE(v, mall, iota ^ (IT)h, VL);                           \
+            VI c = want_max ? v > mall : v < mall;                             \
+            mall = (V)(((VI)v & c) | ((VI)mall & ~c));                         \
+        }                                                                      \
+        VI e = acc == mall;                                                    \
+        VI cand = (at & e) | ((iota * 0 + (IT)n) & ~e);                        \
+        LANE_UNROLL                                                            \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            VI o;                                                              \
+            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
+            VI c = o < cand;                                                   \
+            cand = (o & c) | (cand & ~c);                                      \
+        }                                                                      \
+        return cand[0];                                                        \
+    }                                                                          \
     static T extval_##SUF(const T *x, int64_t n, int want_max)                 \
     {                                                                          \
-        return n < 2 * VL ? x[extrema_scalar_##SUF(x, n, want_max)]            \
-                          : extval_lanes_##SUF(x, n, want_max);                \
+        if (n < VL) {                                                          \
+            return x[extrema_scalar_##SUF(x, n, want_max)];                    \
+        }                                                                      \
+        return n < 16 * VL ? extval_short_##SUF(x, n, want_max)                \
+                           : extval_lanes_##SUF(x, n, want_max);               \
     }                                                                          \
     static int64_t extrema_##SUF(const T *x, int64_t n, int want_max)          \
     {                                                                          \
-        if (n < 2 * VL) {                                                      \
+        if (n < VL) {                                                          \
             return extrema_scalar_##SUF(x, n, want_max);                       \
         }                                                                      \
         if (n < 16 * VL) {                                                     \
-            /* Short rows: the value by the cheaper lanes, then the first     \
-             * element equal to it (or the first NaN). */                     \
-            T m = extval_lanes_##SUF(x, n, want_max);                          \
-            if (ISNAN(m)) {                                                    \
-                return first_nan_##SUF(x, n);                                  \
-            }                                                                  \
-            int64_t i = 0;                                                     \
-            while (x[i] != m) {                                                \
-                i++;                                                           \
-            }                                                                  \
-            return i;                                                          \
+            return extrema_short_##SUF(x, n, want_max);                        \
         }                                                                      \
         int64_t at = 0;                                                        \
         for (int64_t b = 0; b < n; b += EXT_MAX_RUN) {                         \
