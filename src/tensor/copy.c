@@ -715,6 +715,18 @@ int ev_fill_(const ev_exec *ex, ev_tensor *t, ev_scalar value)
 
 /* ------------------------------------------------------------- host copies */
 
+typedef struct host_copy_arg {
+    char *dst;
+    const char *src;
+} host_copy_arg;
+
+/* Bytes [lo, hi) of a copy from the host. */
+static void host_copy_chunk(int64_t lo, int64_t hi, void *p)
+{
+    const host_copy_arg *a = p;
+    memcpy(a->dst + lo, a->src + lo, (size_t)(hi - lo));
+}
+
 int ev_from_host(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
                  const void *src, ev_tensor **out)
 {
@@ -741,7 +753,9 @@ int ev_from_host(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *sha
         if (t->storage->nbytes >= EV__REUSE_MIN) {
             ev_wait_obj(ex->vm, t->storage->obj, NULL);
         }
-        memcpy(ev__tensor_ptr(t), src, (size_t)t->numel * ev__dsize(dtype));
+        host_copy_arg a = {ev__tensor_ptr(t), src};
+        ev__parallel_for_caller(ex->vm, t->numel * (int64_t)ev__dsize(dtype),
+                                COPY_GRAIN_BYTES, host_copy_chunk, &a);
     }
     *out = t;
     return 0;

@@ -165,13 +165,14 @@ static void raise_max(_Atomic int *m, int v)
     }
 }
 
-int ev__parallel_enter(void)
+/* ev__parallel_enter for a large op running on a thread of vm, host: the
+ * issuing thread (not a worker), which counts as busy beside vm's workers. */
+static int parallel_enter_on(ev_vm *vm, bool host)
 {
     int total = ev__intraop_threads();
     /* Relaxed (all the budget's atomics): see the struct. */
     int running = atomic_fetch_add_explicit(&budget.running, 1, memory_order_relaxed) + 1;
-    ev_vm *vm = ev__current_vm();
-    int busy = vm ? ev__vm_busy_workers(vm) : 1;
+    int busy = vm ? ev__vm_busy_workers(vm) + host : 1;
     busy = busy > running ? busy : running;
     int share = total / busy;
     share = share < 1 ? 1 : share;
@@ -191,6 +192,11 @@ int ev__parallel_enter(void)
         raise_max(&budget.max_shared_grant, grant);
     }
     return grant;
+}
+
+int ev__parallel_enter(void)
+{
+    return parallel_enter_on(ev__current_vm(), false);
 }
 
 /* Gives back part of a grant the op cannot use (its pool was busy). */
@@ -464,14 +470,14 @@ static void run_job(pool *p, int helpers, int64_t n, int64_t grain, range_fn fn,
     }
 }
 
-void ev__parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
+static void parallel_for_on(ev_vm *vm, bool host, int64_t n, int64_t grain, range_fn fn,
+                            void *ctx)
 {
-    ev_vm *vm = n >= 2 * grain ? ev__current_vm() : NULL;
-    if (!vm) {
-        fn(0, n, ctx); /* small, or not on a worker: no pool to use */
+    if (!vm || n < 2 * grain) {
+        fn(0, n, ctx); /* small, or no runtime: no pool to use */
         return;
     }
-    int grant = ev__parallel_enter();
+    int grant = parallel_enter_on(vm, host);
     pool *p = grant > 1 ? pool_of(vm) : NULL;
     int helpers = p ? (p->started < grant - 1 ? p->started : grant - 1) : 0;
     if (helpers == 0 || pthread_mutex_trylock(&p->owner) != 0) {
@@ -483,6 +489,20 @@ void ev__parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
         pthread_mutex_unlock(&p->owner);
     }
     ev__parallel_leave(grant);
+}
+
+void ev__parallel_for(int64_t n, int64_t grain, range_fn fn, void *ctx)
+{
+    parallel_for_on(ev__current_vm(), false, n, grain, fn, ctx);
+}
+
+void ev__parallel_for_caller(ev_vm *vm, int64_t n, int64_t grain, range_fn fn, void *ctx)
+{
+    if (ev__on_worker_thread()) {
+        ev__parallel_for(n, grain, fn, ctx);
+    } else {
+        parallel_for_on(vm, true, n, grain, fn, ctx);
+    }
 }
 
 /* fork() keeps only the calling thread: the large ops of the parent's other

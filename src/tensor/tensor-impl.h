@@ -84,6 +84,12 @@ void ev__alloc_count_reuse(const ev__block *b);
  * caller that is not a worker, it runs fn(0, n) on the caller. */
 void ev__parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t lo, int64_t hi, void *ctx),
                       void *ctx);
+/* ev__parallel_for on any thread, for work an API call must finish before
+ * it returns (from_host's copy): a thread that is not a worker uses the
+ * pool of vm, counting itself as a busy kernel in the budget, so helpers
+ * join it only where vm's workers leave cores free. */
+void ev__parallel_for_caller(ev_vm *vm, int64_t n, int64_t grain,
+                             void (*fn)(int64_t lo, int64_t hi, void *ctx), void *ctx);
 
 /* The core budget shared by every large op of the process (split loops,
  * BLAS calls): returns how many threads, the caller's own included, the
