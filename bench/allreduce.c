@@ -2,9 +2,12 @@
  * non-blocking MPI call, the stream's polls, the host's wait) against a bare
  * blocking MPI_Allreduce of the same buffer, in one process:
  *   mpirun -np 2 build/bench/bench_allreduce [--repeats 21] [--sizes-kb 1024,4096,...]
- * Both sides reduce the same float32 buffer in place; the two alternate
- * (which goes first alternates too), each run starts after an MPI_Barrier,
- * and rank 0 prints medians in µs and the ratio bare/eagervm (above 1:
+ * A third side, MPI_Iallreduce and MPI_Wait on the main thread, is the
+ * non-blocking algorithm eagervm starts without the engine around it: the
+ * gap between it and MPI_Allreduce is the algorithm's, the rest eagervm's.
+ * All sides reduce the same float32 buffer in place; they take turns
+ * (which goes first rotates too), each run starts after an MPI_Barrier,
+ * and rank 0 prints medians in µs and the ratios bare/eagervm (above 1:
  * eagervm faster). The bench initialises MPI itself (MPI_THREAD_SERIALIZED:
  * its main thread calls MPI only while eagervm's ccl thread is idle) and so
  * sets the libnbc all-reduce algorithm that ev_pg_create sets when it
@@ -78,10 +81,12 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("all-reduce (sum, float32, in place) on %d ranks, median of %d, µs\n", world,
                repeats);
-        printf("%8s %12s %12s %8s\n", "KB", "eagervm", "MPI", "ratio");
+        printf("%8s %12s %12s %14s %8s %10s\n", "KB", "eagervm", "MPI", "MPI_Iallreduce",
+               "ratio", "ratio(I)");
     }
     double *t_ev = malloc(sizeof(double) * (size_t)repeats);
     double *t_mpi = malloc(sizeof(double) * (size_t)repeats);
+    double *t_nb = malloc(sizeof(double) * (size_t)repeats);
     for (char *tok = strtok(sizes_arg, ","); tok; tok = strtok(NULL, ",")) {
         int kb = atoi(tok);
         int64_t n = (int64_t)kb << 8; /* float32 elements */
@@ -93,35 +98,43 @@ int main(int argc, char **argv)
         check(ev_wait_obj(vm, ev_tensor_obj(t), NULL), "wait");
         float *buf = ev_tensor_data(t); /* the same memory on both sides */
         for (int rep = -2; rep < repeats; rep++) { /* two warm-up rounds */
-            for (int side = 0; side < 2; side++) {
-                int use_ev = (side + rep) & 1;
+            for (int turn = 0; turn < 3; turn++) {
+                int side = (turn + rep + 3) % 3; /* 0 eagervm, 1 blocking, 2 non-blocking */
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
-                if (use_ev) {
+                if (side == 0) {
                     check(ev_all_reduce_(&ex, pg, t, EV_DIST_SUM, NULL), "ev_all_reduce_");
                     check(ev_wait_obj(vm, ev_tensor_obj(t), NULL), "wait");
-                } else {
+                } else if (side == 1) {
                     MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
                                   MPI_COMM_WORLD);
+                } else {
+                    MPI_Request req;
+                    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                   MPI_COMM_WORLD, &req);
+                    MPI_Wait(&req, MPI_STATUS_IGNORE);
                 }
                 double dt = MPI_Wtime() - t0;
                 if (rep >= 0) {
-                    (use_ev ? t_ev : t_mpi)[rep] = dt;
+                    double *times[] = {t_ev, t_mpi, t_nb};
+                    times[side][rep] = dt;
                 }
             }
         }
         /* Rank 0 reports the slowest rank's view: the collective ends there. */
-        double me[2] = {median(t_ev, repeats), median(t_mpi, repeats)}, worst[2];
-        MPI_Reduce(me, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double me[3] = {median(t_ev, repeats), median(t_mpi, repeats), median(t_nb, repeats)};
+        double worst[3];
+        MPI_Reduce(me, worst, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            printf("%8d %12.1f %12.1f %8.3f\n", kb, worst[0] * 1e6, worst[1] * 1e6,
-                   worst[1] / worst[0]);
+            printf("%8d %12.1f %12.1f %14.1f %8.3f %10.3f\n", kb, worst[0] * 1e6,
+                   worst[1] * 1e6, worst[2] * 1e6, worst[1] / worst[0], worst[2] / worst[0]);
             fflush(stdout);
         }
         ev_tensor_unref(t);
     }
     free(t_ev);
     free(t_mpi);
+    free(t_nb);
     ev_pg_destroy(pg); /* does not finalise: this program initialised MPI */
     ev_vm_destroy(vm);
     MPI_Finalize();
