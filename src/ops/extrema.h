@@ -85,15 +85,21 @@
         }                                                                      \
         return -1;                                                             \
     }                                                                          \
-    /* 1 if a lane of the x - x sums is not 0 (saw a NaN or an infinity). */  \
-    static inline int ext_dirty_##SUF(const v_##SUF *chk)                      \
+    /* 1 if a lane of an x - x sum is not 0 (saw a NaN or an infinity). */     \
+    static inline int ext_dirty1_##SUF(v_##SUF chk)                            \
     {                                                                          \
-        vi_##SUF bits = (vi_##SUF)((chk[0] + chk[1]) + (chk[2] + chk[3]));     \
+        vi_##SUF bits = (vi_##SUF)chk;                                         \
         IT any = 0;                                                            \
+        LANE_UNROLL                                                            \
         for (int j = 0; j < VL; j++) {                                         \
             any |= bits[j];                                                    \
         }                                                                      \
         return any != 0;                                                       \
+    }                                                                          \
+    /* ext_dirty1 of four sums. */                                             \
+    static inline int ext_dirty_##SUF(const v_##SUF *chk)                      \
+    {                                                                          \
+        return ext_dirty1_##SUF((chk[0] + chk[1]) + (chk[2] + chk[3]));        \
     }                                                                          \
     /* The index of the extreme of x[0..n), VL <= n <= EXT_MAX_RUN. */        \
     TARGET                                                                     \
@@ -280,13 +286,7 @@
             acc = (V)(((VI)v & c) | ((VI)acc & ~c));                           \
             chk += v - v;                                                      \
         }                                                                      \
-        VI bits = (VI)chk;                                                     \
-        IT any = 0;                                                            \
-        LANE_UNROLL                                                            \
-        for (int j = 0; j < VL; j++) {                                         \
-            any |= bits[j];                                                    \
-        }                                                                      \
-        if (any) {                                                             \
+        if (ext_dirty1_##SUF(chk)) {                                           \
             int64_t k = first_nan_##SUF(x, n);                                 \
             if (k >= 0) {                                                      \
                 return x[k];                                                   \
@@ -328,13 +328,7 @@
             at = ((iota + (IT)b) & c) | (at & ~c);                             \
             chk += v - v;                                                      \
         }                                                                      \
-        VI bits = (VI)chk;                                                     \
-        IT any = 0;                                                            \
-        LANE_UNROLL                                                            \
-        for (int j = 0; j < VL; j++) {                                         \
-            any |= bits[j];                                                    \
-        }                                                                      \
-        if (any) {                                                             \
+        if (ext_dirty1_##SUF(chk)) {                                           \
             int64_t k = first_nan_##SUF(x, n);                                 \
             if (k >= 0) {                                                      \
                 return k;                                                      \
