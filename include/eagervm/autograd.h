@@ -83,9 +83,10 @@ EV_API void ev_ag_node_unref(ev_ag_node *n);
 /* ------------------------------------------------------------------ hooks */
 
 /* A hook on the gradient of a tensor. It gets the gradient (borrowed) and
- * may return a replacement (a new reference) in *out, or leave *out NULL to
- * keep it; a nonzero return aborts the backward with that code (the hook
- * sets the message). */
+ * may return a replacement (a new reference) in *out, of the gradient's
+ * shape and dtype, or leave *out NULL to keep it; a nonzero return aborts
+ * the backward with that code (the hook sets the message), as does a
+ * replacement of another shape or dtype (EV_EINVAL). */
 typedef int (*ev_ag_grad_hook)(void *ctx, ev_tensor *grad, ev_tensor **out);
 /* Called with the leaf after its .grad was accumulated. */
 typedef int (*ev_ag_leaf_hook)(void *ctx, ev_tensor *leaf);

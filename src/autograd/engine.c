@@ -3,6 +3,7 @@
  * have arrived, latest node first (so a node's saved tensors go as early as
  * possible and gradients of the last layers are ready first). It only
  * issues instructions: nothing here waits for a kernel. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,6 +259,39 @@ static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **bu
 
 /* Hooks see the gradient (a hook may keep it), so afterwards it is no
  * longer the walk's alone. */
+/* "[2, 3] float32" into buf. */
+static void layout_str(const ev_tensor *t, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    const int64_t *shape = ev_tensor_shape(t);
+    for (int d = 0; d < ev_tensor_ndim(t) && len < size; d++) {
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
+                                (long long)shape[d]);
+    }
+    if (len < size) {
+        snprintf(buf + len, size - len, "] %s", ev_dtype_name(ev_tensor_dtype(t)));
+    }
+}
+
+/* A hook's replacement must be a gradient of the same tensor: the walk
+ * shapes and casts each gradient by its tensor's layout, so another one
+ * would reach .grad with the wrong shape (PyTorch refuses it too). */
+static int check_hook_result(const ev_tensor *rep, const ev_tensor *g)
+{
+    int nd = ev_tensor_ndim(g);
+    if (ev_tensor_dtype(rep) == ev_tensor_dtype(g) && ev_tensor_ndim(rep) == nd &&
+        !memcmp(ev_tensor_shape(rep), ev_tensor_shape(g), sizeof(int64_t) * (size_t)nd)) {
+        return 0;
+    }
+    char got[256], want[256];
+    layout_str(rep, got, sizeof got);
+    layout_str(g, want, sizeof want);
+    return ev__set_message(EV_EINVAL,
+                           "backward: a gradient hook returned a tensor of %s for a gradient of "
+                           "%s (a hook may change a gradient's values, not its shape or dtype)",
+                           got, want);
+}
+
 static int run_hooks(ev__ag_hook *h, ev_tensor **g, bool *fresh)
 {
     if (h) {
@@ -267,6 +301,10 @@ static int run_hooks(ev__ag_hook *h, ev_tensor **g, bool *fresh)
         ev_tensor *rep = NULL;
         int rc = h->fn.grad(h->ctx, *g, &rep);
         if (rc) {
+            return rc;
+        }
+        if (rep && (rc = check_hook_result(rep, *g)) != 0) {
+            ev_tensor_unref(rep);
             return rc;
         }
         if (rep) {

@@ -177,6 +177,28 @@ static void test_hooks(void)
     ev_tensor_unref(x);
 }
 
+/* Returns a gradient of two elements, whatever it was given. */
+static int resize_it(void *ctx, ev_tensor *g, ev_tensor **out)
+{
+    (void)ctx;
+    (void)g;
+    CHECK_OK(ev_zeros(&EX, EV_FLOAT64, 1, (int64_t[]){2}, out));
+    return 0;
+}
+
+static void test_a_hook_cannot_change_the_gradients_shape(void)
+{
+    double xv[1] = {1};
+    ev_tensor *x = leaf(1, xv), *y;
+    CHECK_OK(ev_ag_register_hook(x, resize_it, NULL, NULL));
+    CHECK_OK(ev_ag_unary(&EX, EV_OP_SIN, x, &y));
+    CHECK_EQ(ev_ag_backward(&EX, 1, &y, NULL, 0), EV_EINVAL);
+    CHECK_STR_CONTAINS(ev_last_message(), "tensor of [2] float64 for a gradient of [1] float64");
+    CHECK(ev_ag_grad(x) == NULL);
+    ev_tensor_unref(y);
+    ev_tensor_unref(x);
+}
+
 static void test_long_chain(void)
 {
     double xv[1] = {1};
@@ -246,6 +268,7 @@ int main(void)
     RUN_TEST(test_modified_saved_tensor_is_refused);
     RUN_TEST(test_in_place_through_a_view);
     RUN_TEST(test_hooks);
+    RUN_TEST(test_a_hook_cannot_change_the_gradients_shape);
     RUN_TEST(test_long_chain);
     RUN_TEST(test_grad_mode);
     RUN_TEST(test_two_threads_two_graphs);

@@ -397,6 +397,26 @@ def test_an_exception_in_a_hook_propagates_and_the_runtime_stays_usable():
     assert y.grad.item() == 2
 
 
+@pytest.mark.parametrize("on_leaf", [False, True])
+@pytest.mark.parametrize("bad", ["shape", "dtype"])
+def test_a_hook_that_changes_the_gradients_shape_or_dtype_is_refused(on_leaf, bad):
+    x = ev.ones(3, requires_grad=True)
+    y = x * 2
+    target = x if on_leaf else y
+    if bad == "shape":
+        target.register_hook(lambda g: ev.ones(5))
+        expected = r"tensor of \[5\] float32 for a gradient of \[3\] float32"
+    else:
+        target.register_hook(lambda g: ev.ones(3, dtype=ev.float64))
+        expected = r"tensor of \[3\] float64 for a gradient of \[3\] float32"
+    with pytest.raises(ValueError, match=expected):
+        y.sum().backward()
+    assert x.grad is None  # nothing was accumulated
+    z = ev.ones(3, requires_grad=True)
+    (z * 2).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [2, 2, 2])
+
+
 # --------------------------------------------------------- in-place safety
 
 def test_modifying_a_saved_tensor_names_both_ops_and_lines():

@@ -559,7 +559,7 @@ PyMethodDef evpy_tensor_autograd_methods[] = {
      "detach($self)\n--\n\nA tensor sharing self's elements, outside any graph."},
     {"register_hook", tensor_register_hook, METH_O,
      "register_hook($self, hook)\n--\n\nCalls hook(grad) with each gradient computed for "
-     "self; it may return a replacement."},
+     "self; it may return a replacement of the same shape and dtype."},
     {"register_post_accumulate_grad_hook", tensor_register_post_hook, METH_O,
      "register_post_accumulate_grad_hook($self, hook)\n--\n\nCalls hook(self) after each "
      "gradient is accumulated into the leaf's .grad."},
