@@ -121,8 +121,9 @@ EV_API int ev_ag_backward(const ev_exec *ex, int n, ev_tensor *const *outputs,
 
 /* Returns the gradients of outputs with respect to inputs[0..n_inputs) in
  * results[] (new references) without touching any .grad. An input the
- * outputs do not depend on gives EV_EINVAL unless allow_unused, and then
- * NULL. Otherwise as ev_ag_backward. */
+ * outputs do not depend on (or one that does not require grad) gives
+ * EV_EINVAL unless allow_unused, and then NULL. Otherwise as
+ * ev_ag_backward. */
 EV_API int ev_ag_grad_of(const ev_exec *ex, int n, ev_tensor *const *outputs,
                          ev_tensor *const *grads, int n_inputs, ev_tensor *const *inputs,
                          int retain_graph, int allow_unused, ev_tensor **results);

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/services.h"
@@ -197,6 +198,9 @@ struct ev__ag_ctx {
 
 /* Runs n's backward: grads_in[i] gets a new reference or NULL. */
 int ev__ag_run_backward(ev_ag_node *n, ev_tensor *g, ev_tensor **grads_in);
+
+/* t's shape and dtype for a message: "[2, 3] float32". */
+void ev__ag_layout_str(const ev_tensor *t, char *buf, size_t size);
 
 /* The interned site naming backward `name` at the forward site. */
 const ev_site *ev__ag_backward_site(const char *name, const ev_site *fwd);

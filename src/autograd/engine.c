@@ -3,7 +3,6 @@
  * have arrived, latest node first (so a node's saved tensors go as early as
  * possible and gradients of the last layers are ready first). It only
  * issues instructions: nothing here waits for a kernel. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,20 +258,6 @@ static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **bu
 
 /* Hooks see the gradient (a hook may keep it), so afterwards it is no
  * longer the walk's alone. */
-/* "[2, 3] float32" into buf. */
-static void layout_str(const ev_tensor *t, char *buf, size_t size)
-{
-    size_t len = (size_t)snprintf(buf, size, "[");
-    const int64_t *shape = ev_tensor_shape(t);
-    for (int d = 0; d < ev_tensor_ndim(t) && len < size; d++) {
-        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
-                                (long long)shape[d]);
-    }
-    if (len < size) {
-        snprintf(buf + len, size - len, "] %s", ev_dtype_name(ev_tensor_dtype(t)));
-    }
-}
-
 /* A hook's replacement must be a gradient of the same tensor: the walk
  * shapes and casts each gradient by its tensor's layout, so another one
  * would reach .grad with the wrong shape (PyTorch refuses it too). */
@@ -284,8 +269,8 @@ static int check_hook_result(const ev_tensor *rep, const ev_tensor *g)
         return 0;
     }
     char got[256], want[256];
-    layout_str(rep, got, sizeof got);
-    layout_str(g, want, sizeof want);
+    ev__ag_layout_str(rep, got, sizeof got);
+    ev__ag_layout_str(g, want, sizeof want);
     return ev__set_message(EV_EINVAL,
                            "backward: a gradient hook returned a tensor of %s for a gradient of "
                            "%s (a hook may change a gradient's values, not its shape or dtype)",
@@ -508,8 +493,11 @@ static int root_grad(const ev_exec *ex, const char *fn, int i, ev_tensor *out, e
     int nd = ev_tensor_ndim(out);
     if (ev_tensor_ndim(g) != nd ||
         memcmp(ev_tensor_shape(g), ev_tensor_shape(out), sizeof(int64_t) * (size_t)nd)) {
-        return ev__set_message(EV_EINVAL, "%s: gradient %d has another shape than its output",
-                               fn, i);
+        char got[256], want[256];
+        ev__ag_layout_str(g, got, sizeof got);
+        ev__ag_layout_str(out, want, sizeof want);
+        return ev__set_message(EV_EINVAL, "%s: gradient %d has another shape than its output: "
+                               "%s for an output of %s", fn, i, got, want);
     }
     if (ev_tensor_dtype(g) != ev_tensor_dtype(out)) {
         return ev_cast(ex, g, ev_tensor_dtype(out), res);
@@ -553,6 +541,12 @@ static int walk_run(const ev_exec *ex, const char *fn, int n, ev_tensor *const *
         entry *e = node ? lookup(&w, node) : NULL;
         if (e && e->node) {
             e->capture = i;
+        } else if (!allow_unused && !ev_ag_requires_grad(inputs[i])) {
+            rc = ev__set_message(EV_EINVAL,
+                                 "%s: input %d does not require grad, so it has no gradient "
+                                 "(call requires_grad_() on it before computing the outputs, or "
+                                 "pass allow_unused=True to get None for it)",
+                                 fn, i);
         } else if (!allow_unused) {
             rc = ev__set_message(EV_EINVAL,
                                  "%s: input %d is not used to compute the outputs (pass "

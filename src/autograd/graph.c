@@ -554,11 +554,12 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
         int nd = ev_tensor_ndim(t);
         if (ev_tensor_dtype(grad) != ev_tensor_dtype(t) || ev_tensor_ndim(grad) != nd ||
             memcmp(ev_tensor_shape(grad), ev_tensor_shape(t), sizeof(int64_t) * (size_t)nd)) {
+            char got[256], want[256];
+            ev__ag_layout_str(grad, got, sizeof got);
+            ev__ag_layout_str(t, want, sizeof want);
             return ev__set_message(EV_EINVAL,
-                                   "grad: the gradient must have the tensor's dtype (%s) and "
-                                   "shape (%d dims), got %s with %d dims",
-                                   ev_dtype_name(ev_tensor_dtype(t)), nd,
-                                   ev_dtype_name(ev_tensor_dtype(grad)), ev_tensor_ndim(grad));
+                                   "grad: the gradient must have the tensor's shape and dtype "
+                                   "(%s), got %s", want, got);
         }
     }
     ev__ag_meta *m = grad ? ev__ag_meta_get(t) : ev__ag_meta_of(t);
@@ -694,6 +695,19 @@ int ev_ag_register_post_accumulate_hook(ev_tensor *t, ev_ag_leaf_hook fn, void *
 }
 
 /* ------------------------------------------------------- saved tensors */
+
+void ev__ag_layout_str(const ev_tensor *t, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "[");
+    const int64_t *shape = ev_tensor_shape(t);
+    for (int d = 0; d < ev_tensor_ndim(t) && len < size; d++) {
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
+                                (long long)shape[d]);
+    }
+    if (len < size) {
+        snprintf(buf + len, size - len, "] %s", ev_dtype_name(ev_tensor_dtype(t)));
+    }
+}
 
 static void site_str(const ev_site *s, char *buf, size_t size)
 {

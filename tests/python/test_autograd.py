@@ -417,6 +417,22 @@ def test_a_hook_that_changes_the_gradients_shape_or_dtype_is_refused(on_leaf, ba
     np.testing.assert_allclose(z.grad.numpy(), [2, 2, 2])
 
 
+def test_wrong_gradients_are_refused_naming_both_shapes():
+    x = ev.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match=r"shape and dtype \(\[3\] float32\), got \[4\] float32"):
+        x.grad = ev.ones(4)
+    with pytest.raises(ValueError, match=r"another shape than its output: \[2\] float32 for an "
+                                         r"output of \[3\] float32"):
+        (x * 2).backward(ev.ones(2))
+    with pytest.raises(ValueError, match="input 0 does not require grad"):
+        ev.autograd.grad([(x * 2).sum()], [ev.ones(3)])
+    unused = ev.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match="input 0 is not used to compute the outputs"):
+        ev.autograd.grad([(x * 2).sum()], [unused])
+    (g,) = ev.autograd.grad([(x * 2).sum()], [x])
+    np.testing.assert_allclose(g.numpy(), [2, 2, 2])
+
+
 # --------------------------------------------------------- in-place safety
 
 def test_modifying_a_saved_tensor_names_both_ops_and_lines():
