@@ -745,6 +745,11 @@ def test_scheduler_checks():
         lr_scheduler.StepLR(opt, step_size=1, last_epoch=3)
     sched = lr_scheduler.StepLR(opt, step_size=1)
     assert opt.param_groups[0]["initial_lr"] == 0.1 and sched.last_epoch == 0
+    for bad in (0, -2, "3", None):
+        with pytest.raises(ValueError, match="StepLR: step_size must be a positive number"):
+            lr_scheduler.StepLR(opt, step_size=bad)
+        with pytest.raises(ValueError, match="CosineAnnealingLR: T_max must be a positive number"):
+            lr_scheduler.CosineAnnealingLR(opt, T_max=bad)
 
 
 # --------------------------------------------------- with the autograd layer

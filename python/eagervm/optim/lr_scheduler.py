@@ -16,6 +16,14 @@ EPOCH_DEPRECATION_WARNING = (
     "replicate your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
 
 
+def _positive_period(cls, name, value):
+    # A period of 0 would only fail at the first step(), far from the line
+    # that made the scheduler.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{cls}: {name} must be a positive number of epochs, got {value!r}")
+    return value
+
+
 class LRScheduler:
     """Base class of the schedulers: sets each group's ``"lr"`` at every
     step() from get_lr(). Creating one records ``"initial_lr"`` in each group
@@ -90,7 +98,7 @@ class StepLR(LRScheduler):
     """Multiplies each group's lr by gamma every step_size epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        self.step_size = step_size
+        self.step_size = _positive_period("StepLR", "step_size", step_size)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
@@ -116,7 +124,7 @@ class CosineAnnealingLR(LRScheduler):
     """
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
-        self.T_max = T_max
+        self.T_max = _positive_period("CosineAnnealingLR", "T_max", T_max)
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
 
