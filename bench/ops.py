@@ -337,8 +337,7 @@ def cases_for(row):
                     return ev_fn(*args_ev)
 
                 def run_np():
-                    with np.errstate(all="ignore"):
-                        return np_fn(*args_np)
+                    return np_fn(*args_np)
                 run_t = (lambda: t_fn(*args_t)) if t_fn is not None else None
                 moved = _nbytes(args_np, run_np()) if np_fn is not None else 0
                 return run_ev, (run_np if np_fn is not None else None), run_t, moved
@@ -459,6 +458,10 @@ def run_cases(args, bw):
     """Runs the cases in this process; returns the summary as a dict."""
     only = set(filter(None, args.only.split(",")))
     repeats = 3 if args.quick else args.repeats
+    # Once for the run, not around each timed call: an errstate block costs
+    # NumPy 0.8-1.9 us a call, more than a 1K op itself, and eagervm's side
+    # has nothing like it (with one per call, the 1K ratios read 2-5x high).
+    np.seterr(all="ignore")
     if torch is not None:
         torch.set_num_threads(os.cpu_count() or 1)  # Debian's defaults to 1
     print(f"[{args.label}] eagervm {ev.__version__} ({ev.config()['build']['type']}, BLAS "
