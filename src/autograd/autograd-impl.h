@@ -199,6 +199,8 @@ struct ev__ag_ctx {
 /* Runs n's backward: grads_in[i] gets a new reference or NULL. */
 int ev__ag_run_backward(ev_ag_node *n, ev_tensor *g, ev_tensor **grads_in);
 
+/* Whether a and b have the same shape. */
+bool ev__ag_same_shape(const ev_tensor *a, const ev_tensor *b);
 /* t's shape and dtype for a message: "[2, 3] float32". */
 void ev__ag_layout_str(const ev_tensor *t, char *buf, size_t size);
 

@@ -256,16 +256,12 @@ static int add_into(ev_vm *vm, uint32_t uid, const ev_site *site, ev_tensor **bu
     return 0;
 }
 
-/* Hooks see the gradient (a hook may keep it), so afterwards it is no
- * longer the walk's alone. */
 /* A hook's replacement must be a gradient of the same tensor: the walk
  * shapes and casts each gradient by its tensor's layout, so another one
  * would reach .grad with the wrong shape (PyTorch refuses it too). */
 static int check_hook_result(const ev_tensor *rep, const ev_tensor *g)
 {
-    int nd = ev_tensor_ndim(g);
-    if (ev_tensor_dtype(rep) == ev_tensor_dtype(g) && ev_tensor_ndim(rep) == nd &&
-        !memcmp(ev_tensor_shape(rep), ev_tensor_shape(g), sizeof(int64_t) * (size_t)nd)) {
+    if (ev_tensor_dtype(rep) == ev_tensor_dtype(g) && ev__ag_same_shape(rep, g)) {
         return 0;
     }
     char got[256], want[256];
@@ -277,6 +273,8 @@ static int check_hook_result(const ev_tensor *rep, const ev_tensor *g)
                            got, want);
 }
 
+/* Hooks see the gradient (a hook may keep it), so afterwards it is no
+ * longer the walk's alone. */
 static int run_hooks(ev__ag_hook *h, ev_tensor **g, bool *fresh)
 {
     if (h) {
@@ -490,9 +488,7 @@ static int root_grad(const ev_exec *ex, const char *fn, int i, ev_tensor *out, e
         return ev_full(ex, ev_tensor_dtype(out), ev_tensor_ndim(out), ev_tensor_shape(out), one,
                        res);
     }
-    int nd = ev_tensor_ndim(out);
-    if (ev_tensor_ndim(g) != nd ||
-        memcmp(ev_tensor_shape(g), ev_tensor_shape(out), sizeof(int64_t) * (size_t)nd)) {
+    if (!ev__ag_same_shape(g, out)) {
         char got[256], want[256];
         ev__ag_layout_str(g, got, sizeof got);
         ev__ag_layout_str(out, want, sizeof want);

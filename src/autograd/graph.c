@@ -551,9 +551,7 @@ int ev_ag_set_grad(ev_tensor *t, ev_tensor *grad)
         return ev__set_message(EV_EINVAL, "grad: the tensor is NULL");
     }
     if (grad) {
-        int nd = ev_tensor_ndim(t);
-        if (ev_tensor_dtype(grad) != ev_tensor_dtype(t) || ev_tensor_ndim(grad) != nd ||
-            memcmp(ev_tensor_shape(grad), ev_tensor_shape(t), sizeof(int64_t) * (size_t)nd)) {
+        if (ev_tensor_dtype(grad) != ev_tensor_dtype(t) || !ev__ag_same_shape(grad, t)) {
             char got[256], want[256];
             ev__ag_layout_str(grad, got, sizeof got);
             ev__ag_layout_str(t, want, sizeof want);
@@ -695,6 +693,13 @@ int ev_ag_register_post_accumulate_hook(ev_tensor *t, ev_ag_leaf_hook fn, void *
 }
 
 /* ------------------------------------------------------- saved tensors */
+
+bool ev__ag_same_shape(const ev_tensor *a, const ev_tensor *b)
+{
+    int nd = ev_tensor_ndim(a);
+    return ev_tensor_ndim(b) == nd &&
+           !memcmp(ev_tensor_shape(a), ev_tensor_shape(b), sizeof(int64_t) * (size_t)nd);
+}
 
 void ev__ag_layout_str(const ev_tensor *t, char *buf, size_t size)
 {

@@ -101,6 +101,43 @@
     {                                                                          \
         return ext_dirty1_##SUF((chk[0] + chk[1]) + (chk[2] + chk[3]));        \
     }                                                                          \
+    /* The extreme of *v's lanes, into every lane: butterflies of shuffles,    \
+     * each a compare feeding a select (GCC vectorizes that form, but          \
+     * scalarizes masks combined with & and |). By pointer, as ext_dirty:      \
+     * a vector by value changes the ABI between the forms. */                 \
+    static inline void lanes_extreme_##SUF(v_##SUF *vp, int want_max)          \
+    {                                                                          \
+        v_##SUF v = *vp;                                                       \
+        vi_##SUF iota;                                                         \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
+        }                                                                      \
+        LANE_UNROLL                                                            \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            v_##SUF o;                                                         \
+            LANE_PERMUTE(o, v, iota ^ (IT)h, VL);                              \
+            vi_##SUF c = want_max ? o > v : o < v;                             \
+            v = (v_##SUF)(((vi_##SUF)o & c) | ((vi_##SUF)v & ~c));             \
+        }                                                                      \
+        *vp = v;                                                               \
+    }                                                                          \
+    /* The smallest of *cp's lanes (an index), by the same butterflies. */     \
+    static inline int64_t lanes_min_##SUF(const vi_##SUF *cp)                  \
+    {                                                                          \
+        vi_##SUF cand = *cp;                                                   \
+        vi_##SUF iota;                                                         \
+        for (int j = 0; j < VL; j++) {                                         \
+            iota[j] = (IT)j;                                                   \
+        }                                                                      \
+        LANE_UNROLL                                                            \
+        for (int h = VL / 2; h > 0; h /= 2) {                                  \
+            vi_##SUF o;                                                        \
+            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
+            vi_##SUF c = o < cand;                                             \
+            cand = (o & c) | (cand & ~c);                                      \
+        }                                                                      \
+        return cand[0];                                                        \
+    }                                                                          \
     /* The index of the extreme of x[0..n), VL <= n <= EXT_MAX_RUN. */        \
     TARGET                                                                     \
     static int64_t extrema_lanes_##SUF(const T *x, int64_t n, int want_max)    \
@@ -172,25 +209,14 @@
             VI c = cand < bi;                                                  \
             bi = (cand & c) | (bi & ~c);                                       \
         }                                                                      \
-        /* Across the lanes by butterflies of shuffles: the extreme into     \
-         * every lane, then the smallest index of a lane that holds it. */    \
+        /* Across the lanes: the extreme, then the smallest index of a lane    \
+         * that holds it. */                                                   \
         V mall = mv;                                                           \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o;                                                               \
-            LANE_PERMUTE(o, mall, iota ^ (IT)h, VL);                           \
-            VI c = want_max ? o > mall : o < mall;                             \
-            mall = (V)(((VI)o & c) | ((VI)mall & ~c));                         \
-        }                                                                      \
+        lanes_extreme_##SUF(&mall, want_max);                                  \
         VI e = mv == mall;                                                     \
         VI cand = (bi & e) | (big & ~e);                                       \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            VI o;                                                              \
-            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
-            VI c = o < cand;                                                   \
-            cand = (o & c) | (cand & ~c);                                      \
-        }                                                                      \
         T m = mall[0];                                                         \
-        int64_t best = cand[0];                                                \
+        int64_t best = lanes_min_##SUF(&cand);                                 \
         for (; i < n; i++) {                                                   \
             if (want_max ? x[i] > m : x[i] < m) {                              \
                 m = x[i];                                                      \
@@ -252,16 +278,7 @@
             VI c = want_max ? acc[q] > acc[0] : acc[q] < acc[0];               \
             acc[0] = (V)(((VI)acc[q] & c) | ((VI)acc[0] & ~c));                \
         }                                                                      \
-        VI iota;                                                               \
-        for (int j = 0; j < VL; j++) {                                         \
-            iota[j] = (IT)j;                                                   \
-        }                                                                      \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            V o;                                                               \
-            LANE_PERMUTE(o, acc[0], iota ^ (IT)h, VL);                         \
-            VI c = want_max ? o > acc[0] : o < acc[0];                         \
-            acc[0] = (V)(((VI)o & c) | ((VI)acc[0] & ~c));                     \
-        }                                                                      \
+        lanes_extreme_##SUF(&acc[0], want_max);                                \
         T m = acc[0][0];                                                       \
         for (; i < n; i++) {                                                   \
             m = (want_max ? x[i] > m : x[i] < m) ? x[i] : m;                   \
@@ -292,16 +309,7 @@
                 return x[k];                                                   \
             }                                                                  \
         }                                                                      \
-        VI iota;                                                               \
-        for (int j = 0; j < VL; j++) {                                         \
-            iota[j] = (IT)j;                                                   \
-        }                                                                      \
-        LANE_UNROLL                                                            \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            LANE_PERMUTE(v, acc, iota ^ (IT)h, VL);                            \
-            VI c = want_max ? v > acc : v < acc;                               \
-            acc = (V)(((VI)v & c) | ((VI)acc & ~c));                           \
-        }                                                                      \
+        lanes_extreme_##SUF(&acc, want_max);                                   \
         return acc[0];                                                         \
     }                                                                          \
     /* The index of the extreme of a short run, as extval_short: each lane  \
@@ -335,22 +343,10 @@
             }                                                                  \
         }                                                                      \
         V mall = acc;                                                          \
-        LANE_UNROLL                                                            \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            LANE_PERMUTE(v, mall, iota ^ (IT)h, VL);                           \
-            VI c = want_max ? v > mall : v < mall;                             \
-            mall = (V)(((VI)v & c) | ((VI)mall & ~c));                         \
-        }                                                                      \
+        lanes_extreme_##SUF(&mall, want_max);                                  \
         VI e = acc == mall;                                                    \
         VI cand = (at & e) | ((iota * 0 + (IT)n) & ~e);                        \
-        LANE_UNROLL                                                            \
-        for (int h = VL / 2; h > 0; h /= 2) {                                  \
-            VI o;                                                              \
-            LANE_PERMUTE(o, cand, iota ^ (IT)h, VL);                           \
-            VI c = o < cand;                                                   \
-            cand = (o & c) | (cand & ~c);                                      \
-        }                                                                      \
-        return cand[0];                                                        \
+        return lanes_min_##SUF(&cand);                                         \
     }                                                                          \
     static T extval_##SUF(const T *x, int64_t n, int want_max)                 \
     {                                                                          \
