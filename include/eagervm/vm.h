@@ -160,6 +160,12 @@ EV_API void ev_vm_destroy(ev_vm *vm);
 /* The limit of thread uids in force (not counting uid 0). */
 EV_API uint32_t ev_vm_thread_limit(const ev_vm *vm);
 
+/* Whether submitters may run instructions marked EV_SUBMIT_MAY_RUN_HERE
+ * themselves (on: 1, the default unless EAGERVM_RUN_HERE=0; off: 0, every
+ * instruction goes to its worker). Returns the previous setting, or
+ * EV_EINVAL for a NULL vm or another value than 0 or 1. */
+EV_API int ev_vm_set_run_here(ev_vm *vm, int on);
+
 /* Takes a free thread uid (1..limit) from the pool. Errors: EV_ELIMIT when
  * all are taken; the message names EAGERVM_WORKER_THREAD_LIMIT. */
 EV_API int ev_vm_thread_acquire(ev_vm *vm, uint32_t *uid_out);
@@ -262,7 +268,8 @@ typedef struct ev_instr_desc {
     ev_kernel_fn kernel;        /* required */
     const void *arg;            /* copied (arg_size bytes) into the instruction */
     size_t arg_size;
-    /* Runs on the copy exactly once, on the stream's own thread, after the
+    /* Runs on the copy exactly once, on the stream's own thread (or on the
+     * submitter's, see EV_SUBMIT_MAY_RUN_HERE), after the
      * kernel ran (and, if it completes later, completed) or was skipped
      * (poisoned input, or runtime destroyed); may be NULL. */
     void (*arg_drop)(void *arg);
@@ -271,7 +278,21 @@ typedef struct ev_instr_desc {
     size_t n_operands;
     const char *name;           /* static string (borrowed forever); NULL = "instruction" */
     const ev_site *site;        /* borrowed, see ev_site; may be NULL */
+    unsigned flags;             /* enum ev_submit_flags; 0 for none */
 } ev_instr_desc;
+
+enum ev_submit_flags {
+    /* The kernel is cheap (a few microseconds at most): when its stream is
+     * a compute stream whose worker is parked with nothing queued, and all
+     * its inputs are ready, ev_submit runs it, and then its arg_drop, on
+     * the calling thread before returning, instead of waking the worker
+     * (a wake costs 10-250 us, far more than such a kernel). Everything
+     * else is as if the worker ran it: the same sequence number on the
+     * same stream, the same errors (reported at a later sync, poisoning
+     * its outputs), the same profile record. A kernel so marked must not
+     * wait for other instructions. EAGERVM_RUN_HERE=0 turns this off. */
+    EV_SUBMIT_MAY_RUN_HERE = 1u << 0,
+};
 
 /* Names one instruction: its stream's thread uid and type, and its sequence
  * number on that stream. */
@@ -375,6 +396,8 @@ typedef struct ev_vm_stats {
     uint64_t backpressure_waits;
     uint32_t workers_started;
     uint64_t worker_wakes;     /* submissions that had to wake a parked worker */
+    uint64_t ran_here;         /* instructions run by their submitter
+                                * (EV_SUBMIT_MAY_RUN_HERE) */
     uint64_t cpu_moves;        /* times a worker moved off a CPU it shared with the
                                 * worker it waited for (scheduling health) */
 } ev_vm_stats;

@@ -243,7 +243,10 @@ typedef struct ev_worker {
     /* Producer side: guarded by vm->submit_lock. */
     _Alignas(EV_CACHELINE) ev__mpsc_tail tail; /* the queue's producer end */
     _Atomic uint64_t issued;        /* highest seq pushed */
-    _Atomic uint32_t sleeping;      /* futex word: 1 while parked on an empty queue */
+    /* Futex word: 1 while parked on an empty queue, 2 once asked to wake
+     * (ev__worker_wake_ahead) until it runs, else 0. */
+    _Atomic uint32_t sleeping;
+    uint32_t run_here_streak;       /* instructions its submitters ran in a row */
     ev__fifo released;              /* objects waiting on this worker, in release order */
     /* A completed seq some submitting or waiting thread has seen (at most
      * `completed`): lets a release tell its object's accesses are over
@@ -271,6 +274,7 @@ struct ev_vm {
     uint32_t n_lanes;             /* (limit + 1) per stream type */
     uint32_t max_pending;
     uint32_t stall_timeout_ms;
+    bool run_here;                /* EV_SUBMIT_MAY_RUN_HERE honoured (EAGERVM_RUN_HERE) */
     _Atomic bool profiling;
     /* Tick and nanosecond readings taken together when profiling was first
      * switched on; with a second pair at take time they convert ticks. */
@@ -302,7 +306,7 @@ struct ev_vm {
     /* Counted by workers, rarely. */
     _Alignas(EV_CACHELINE) _Atomic uint64_t n_failed, n_skipped, n_backpressure, n_cpu_moves;
     /* Counted under submit_lock: plain adds, no bus-locked instruction. */
-    uint64_t n_submitted, n_cross_edges, n_stream_edges, n_wakes;
+    uint64_t n_submitted, n_cross_edges, n_stream_edges, n_wakes, n_ran_here;
     uint32_t workers_started;     /* guarded by submit_lock */
     /* Objects on the workers' released lists; written under submit_lock,
      * read without it by waits that reap them. */
@@ -322,6 +326,16 @@ extern EV_TLS_FAST ev_worker *ev__current_worker;
 int ev__worker_start(ev_vm *vm, uint32_t uid, ev_worker **out);
 void ev__worker_stop(ev_worker *w);
 void ev__worker_push(ev_worker *w, ev_instr *ins);
+/* Wakes a parked worker without giving it work: its submitters, which
+ * run cheap instructions themselves while it is parked, see a long run of
+ * them and call this so that it is awake by the time the burst goes on
+ * (a wake takes 10-250 us). They go on running them until it is. Under
+ * submit_lock. */
+void ev__worker_wake_ahead(ev_worker *w);
+/* Runs ins, which ev_submit numbered on w's lane but did not queue, on the
+ * calling thread: its kernel, arg_drop and profile record, then publishes
+ * it done and gives it back. Called without submit_lock. */
+void ev__worker_run_here(ev_vm *vm, ev_worker *w, ev_instr *ins);
 /* Frees an object's memory and drops its poison. */
 void ev__obj_free(ev_vm *vm, ev_obj *obj);
 bool ev__dep_done(ev_vm *vm, ev_dep d);

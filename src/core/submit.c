@@ -7,6 +7,10 @@
 #include "core/internal.h"
 
 enum { SLAB_INSTRS = 256, BACKPRESSURE_CHECK_EVERY = 256 };
+/* After this many cheap instructions run by their submitters in a row, the
+ * program is issuing a burst: wake the worker to take over the rest (in
+ * parallel with the submitter), while a short burst never pays a wake. */
+enum { RUN_HERE_WAKE_AFTER = 16 };
 
 /* ------------------------------------------------------ deferred calls */
 
@@ -294,6 +298,11 @@ static int check_desc(const ev_vm *vm, const ev_instr_desc *d)
                                    i, a);
         }
     }
+    if (d->flags & ~(unsigned)EV_SUBMIT_MAY_RUN_HERE) {
+        return ev__set_message(EV_EINVAL, "ev_submit: unknown flags 0x%x (expected a "
+                               "combination of enum ev_submit_flags)",
+                               d->flags & ~(unsigned)EV_SUBMIT_MAY_RUN_HERE);
+    }
     return check_stream(vm, d->stream);
 }
 
@@ -475,8 +484,9 @@ static void instr_fini_unsubmitted(ev_vm *vm, ev_instr *ins)
     instr_unalloc(vm, ins);
 }
 
-/* Assigns the next seq of w, stamps profiling, and queues the instruction. */
-static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket_out)
+/* Assigns the next seq of w, stamps profiling, and queues the instruction,
+ * unless `here`: then the caller runs it (ev__worker_run_here). */
+static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, bool here, ev_ticket *ticket_out)
 {
     uint64_t seq = atomic_load_explicit(&w->issued, memory_order_relaxed) + 1;
     ins->seq = seq;
@@ -486,10 +496,43 @@ static void instr_push(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_ticket *ticket
     }
     atomic_store_explicit(&w->issued, seq, memory_order_relaxed);
     vm->n_submitted++;
-    ev__worker_push(w, ins);
+    if (here) {
+        vm->n_ran_here++;
+        if (++w->run_here_streak == RUN_HERE_WAKE_AFTER) {
+            w->run_here_streak = 0;
+            ev__worker_wake_ahead(w);
+        }
+    } else {
+        ev__worker_push(w, ins);
+    }
     if (ticket_out) {
         *ticket_out = (ev_ticket){w->thread_uid, seq, w->stream_type};
     }
+}
+
+/* Whether the submitter may run ins itself: it asked to, its worker is
+ * parked with everything before it finished (so the lane's order holds),
+ * and every producer it waits for is done. A worker that wakes meanwhile finds nothing
+ * queued; one given a later instruction waits for this one (start_instr). */
+static bool may_run_here(ev_vm *vm, ev_worker *w, const ev_instr_desc *d, const ev_instr *ins)
+{
+    if (!(d->flags & EV_SUBMIT_MAY_RUN_HERE) || !vm->run_here || ev__current_worker ||
+        !atomic_load_explicit(&w->sleeping, memory_order_relaxed) ||
+        ev__lane_completes_later(vm->limit, w->uid)) {
+        return false;
+    }
+    /* acquire: what the finished instructions wrote is visible to the
+     * kernel that runs here. */
+    if (atomic_load_explicit(&w->completed, memory_order_acquire) !=
+        atomic_load_explicit(&w->issued, memory_order_relaxed)) {
+        return false;
+    }
+    for (uint32_t i = 0; i < ins->n_deps; i++) {
+        if (!ev__dep_done(vm, ins->deps[i])) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* ------------------------------------------------- released objects */
@@ -626,10 +669,14 @@ int ev_submit(ev_vm *vm, const ev_instr_desc *d, ev_ticket *ticket_out)
             clear_readers(ins->operands[i].obj);
         }
     }
-    instr_push(vm, w, ins, ticket_out);
+    bool here = may_run_here(vm, w, d, ins);
+    instr_push(vm, w, ins, here, ticket_out);
     ev__lifo done_list = take_done_released_batch(vm);
     ev__lock_release(&vm->submit_lock);
     free_done_released(vm, &done_list);
+    if (here) {
+        ev__worker_run_here(vm, w, ins);
+    }
     return 0;
 }
 
@@ -688,7 +735,7 @@ int ev_submit_barrier(ev_vm *vm, ev_stream stream, ev_kernel_fn kernel, const vo
         return ev__set_message(rc, "ev_submit_barrier: out of memory");
     }
     ins->flags |= EV_INSTR_ALWAYS_RUN;
-    instr_push(vm, w, ins, ticket_out);
+    instr_push(vm, w, ins, false, ticket_out);
     vm->barrier = (ev_dep){lane, ins->seq};
     ev__lock_release(&vm->submit_lock);
     return 0;
@@ -927,7 +974,7 @@ int ev_obj_release(ev_vm *vm, ev_obj *obj, ev_free_fn free_fn, void *data)
         return 0;
     }
     ins->flags |= EV_INSTR_RELEASE | EV_INSTR_ALWAYS_RUN;
-    instr_push(vm, w, ins, NULL);
+    instr_push(vm, w, ins, false, NULL);
     ev__lock_release(&vm->submit_lock);
     return 0;
 }

@@ -36,8 +36,12 @@ static int env_uint(const char *name, uint32_t max, uint32_t *out)
 
 static int configure(ev_vm *vm, const ev_vm_config *cfg)
 {
-    uint32_t limit, pending, stall;
+    uint32_t limit, pending, stall, run_here = 1;
     int rc = env_uint("EAGERVM_WORKER_THREAD_LIMIT", MAX_THREAD_LIMIT, &limit);
+    const char *run_here_env = getenv("EAGERVM_RUN_HERE");
+    if (rc == 0 && run_here_env && *run_here_env) {
+        rc = env_uint("EAGERVM_RUN_HERE", 1, &run_here);
+    }
     if (rc == 0) {
         rc = env_uint("EAGERVM_MAX_PENDING", 1u << 30, &pending);
     }
@@ -63,6 +67,7 @@ static int configure(ev_vm *vm, const ev_vm_config *cfg)
     vm->limit = limit ? limit : DEFAULT_THREAD_LIMIT;
     vm->max_pending = pending ? pending : DEFAULT_MAX_PENDING;
     vm->stall_timeout_ms = stall;
+    vm->run_here = run_here != 0;
     return 0;
 }
 
@@ -210,6 +215,19 @@ uint32_t ev_vm_thread_limit(const ev_vm *vm)
     return vm ? vm->limit : 0;
 }
 
+int ev_vm_set_run_here(ev_vm *vm, int on)
+{
+    if (!vm || (on != 0 && on != 1)) {
+        return ev__set_message(EV_EINVAL, "ev_vm_set_run_here: expected a runtime and 0 or 1, "
+                               "got %s and %d", vm ? "a runtime" : "NULL", on);
+    }
+    ev__lock_acquire(&vm->submit_lock); /* where it is read */
+    int was = vm->run_here;
+    vm->run_here = on;
+    ev__lock_release(&vm->submit_lock);
+    return was;
+}
+
 /* -------------------------------------------------------- extensions */
 
 void *ev__vm_ext(ev_vm *vm, int slot)
@@ -301,6 +319,7 @@ void ev_vm_get_stats(ev_vm *vm, ev_vm_stats *out)
     out->cross_edges = vm->n_cross_edges;
     out->stream_edges = vm->n_stream_edges;
     out->worker_wakes = vm->n_wakes;
+    out->ran_here = vm->n_ran_here;
     ev__lock_release(&vm->submit_lock);
     out->failed = atomic_load_explicit(&vm->n_failed, memory_order_relaxed);
     out->skipped = atomic_load_explicit(&vm->n_skipped, memory_order_relaxed);

@@ -121,10 +121,22 @@ static ev_instr *queue_pop(ev_worker *w, ev_instr **retired)
 void ev__worker_push(ev_worker *w, ev_instr *ins)
 {
     ev__mpsc_push(&w->tail, &ins->queue_link);
-    /* Wake only a parked worker: an exchange costs far less than a futex call. */
+    w->run_here_streak = 0;
+    /* Wake only a parked worker: an exchange costs far less than a futex
+     * call. One asked to wake ahead (2) is woken already. */
     if (atomic_load_explicit(&w->sleeping, memory_order_seq_cst) &&
-        atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst)) {
+        atomic_exchange_explicit(&w->sleeping, 0, memory_order_seq_cst) == 1) {
         w->vm->n_wakes++; /* under submit_lock, like every push */
+        ev__wake_one(&w->sleeping);
+    }
+}
+
+void ev__worker_wake_ahead(ev_worker *w)
+{
+    uint32_t parked = 1;
+    if (atomic_compare_exchange_strong_explicit(&w->sleeping, &parked, 2, memory_order_seq_cst,
+                                                memory_order_relaxed)) {
+        w->vm->n_wakes++;
         ev__wake_one(&w->sleeping);
     }
 }
@@ -386,12 +398,25 @@ static void record_failure(ev_vm *vm, ev_worker *w, ev_instr *ins, ev_kctx *kc, 
     ev_error_unref(err);
 }
 
-/* Runs ins's kernel once its dependencies are done (or skips it for a
- * poisoned input). Returns its status (0 ran, 1 failed, 2 skipped), or -1
- * if it completes later: its kernel handed over a poll function, now in
- * ins->poll. *start gets the profile's start tick. Nothing is stored in
- * the instruction's last lines unless it completes later (those lines cost
- * a transfer per instruction otherwise). */
+/* Waits for seq, the instruction before ours on our lane, which its
+ * submitter runs now: a kernel marked cheap, so poll before parking. */
+static void wait_previous(ev_vm *vm, ev_worker *w, uint64_t seq)
+{
+    struct dep_probe probe = {w, seq};
+    if (!spin_until(dep_ready, &probe, SPIN_BUSY_NEXT_NS, SPIN_DEP_NS, NULL)) {
+        ev__wait_dep(vm, (ev_dep){w->uid, seq}, -1);
+    }
+}
+
+/* Runs ins's kernel (or skips it for a poisoned input). Returns its status
+ * (0 ran, 1 failed, 2 skipped), or -1 if it completes later: its kernel
+ * handed over a poll function, now in ins->poll. Nothing is stored in the
+ * instruction's last lines unless it completes later (those lines cost a
+ * transfer per instruction otherwise). */
+static int run_kernel(ev_vm *vm, ev_worker *w, ev_instr *ins, bool on_worker);
+
+/* Runs ins's kernel once its dependencies are done, as run_kernel; *start
+ * gets the profile's start tick. */
 static int start_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t *start)
 {
     atomic_store_explicit(&w->running_name, ins->name, memory_order_relaxed);
@@ -400,9 +425,20 @@ static int start_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t *start)
     ev__link *first = ev__fifo_peek(&w->inflight);
     uint64_t settled = first ? EV_CONTAINER_OF(first, ev_instr, free_link)->seq - 1 : ins->seq;
     atomic_store_explicit(&w->running_seq, settled, memory_order_relaxed);
+    /* The instruction before may be running on its submitter (run_here):
+     * the lane's order says wait for it. Otherwise it is done already: we
+     * finished it, or, on a lane with work in flight, it is in flight. */
+    if (ev__fifo_empty(&w->inflight) &&
+        atomic_load_explicit(&w->completed, memory_order_relaxed) + 1 < ins->seq) {
+        wait_previous(vm, w, ins->seq - 1);
+    }
     wait_deps(vm, w, ins);
-
     *start = (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0;
+    return run_kernel(vm, w, ins, true);
+}
+
+static int run_kernel(ev_vm *vm, ev_worker *w, ev_instr *ins, bool on_worker)
+{
     /* Checking inputs means reading each object's line, which the submitter
      * writes; skip it while no object of this runtime is poisoned. A poison
      * set by a producer is visible here: we run after it finished. */
@@ -421,10 +457,15 @@ static int start_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t *start)
     }
     ev_kctx kc = {.w = w, .code = 0};
     /* Relaxed: read as a hint by large ops sharing the cores; the stores go
-     * to a line only this worker writes. */
-    atomic_store_explicit(&w->in_kernel, true, memory_order_relaxed);
+     * to a line only this worker writes (a submitter running a cheap
+     * kernel leaves it alone). */
+    if (on_worker) {
+        atomic_store_explicit(&w->in_kernel, true, memory_order_relaxed);
+    }
     int rc = ins->kernel(ins->arg, &kc);
-    atomic_store_explicit(&w->in_kernel, false, memory_order_relaxed);
+    if (on_worker) {
+        atomic_store_explicit(&w->in_kernel, false, memory_order_relaxed);
+    }
     if (rc != 0) {
         record_failure(vm, w, ins, &kc, rc);
         return 1;
@@ -452,6 +493,20 @@ static void finish_instr(ev_vm *vm, ev_worker *w, ev_instr *ins, int64_t start_t
         ev__profile_record(w, ins, start_ticks, end_ticks, status);
     }
     release_storage(ins);
+}
+
+static void publish_done(ev_worker *w, uint64_t seq);
+
+void ev__worker_run_here(ev_vm *vm, ev_worker *w, ev_instr *ins)
+{
+    int64_t start = (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0;
+    /* Never -1: ev_kctx_complete_later refuses on this lane. */
+    int status = run_kernel(vm, w, ins, false);
+    finish_instr(vm, w, ins, start, (ins->flags & EV_INSTR_PROFILE) ? ev__prof_ticks() : 0,
+                 status);
+    publish_done(w, ins->seq);
+    /* Never queued, so no queue node refers to it: back to the submitters. */
+    ev__atomic_lifo_push(&w->returned, &ins->free_link);
 }
 
 /* Publishes `seq` as finished and wakes whoever parked on it. */
@@ -732,6 +787,9 @@ static void *worker_main(void *p)
             continue;
         }
         ev__park(&w->sleeping, 1, -1);
+        /* Awake (woken, or asked to wake ahead, or spuriously): from here
+         * on submitters queue work for us instead of running it. */
+        atomic_store_explicit(&w->sleeping, 0, memory_order_relaxed);
     }
     return NULL;
 }

@@ -649,20 +649,29 @@ void *ev_tensor_data(const ev_tensor *t)
 
 /* ------------------------------------------------------------- submission */
 
+/* An op touching at most this many bytes runs in a few microseconds, far
+ * less than waking a parked worker costs: its submitter may run it
+ * (EV_SUBMIT_MAY_RUN_HERE). 32 KB is a 1K-element float op with room to
+ * spare, and a 32x32 matmul. */
+#define RUN_HERE_MAX_BYTES (32 * 1024)
+
 int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const void *arg,
                size_t arg_size, void (*drop)(void *), ev_tensor *const *reads, int n_reads,
                ev_tensor *const *writes, int n_writes)
 {
     ev_operand ops[2 * EV__ITER_MAX_OPS];
     size_t n = 0;
+    int64_t bytes = 0;
     for (int i = 0; i < n_reads; i++) {
         if (reads[i]) {
             ops[n++] = (ev_operand){reads[i]->storage->obj, EV_READ};
+            bytes += reads[i]->numel * (int64_t)ev__dsize(reads[i]->dtype);
         }
     }
     for (int i = 0; i < n_writes; i++) {
         if (writes[i]) {
             ops[n++] = (ev_operand){writes[i]->storage->obj, EV_WRITE};
+            bytes += writes[i]->numel * (int64_t)ev__dsize(writes[i]->dtype);
         }
     }
     ev_instr_desc d = {
@@ -675,6 +684,7 @@ int ev__submit(const ev_exec *ex, const char *name, ev_kernel_fn kernel, const v
         .n_operands = n,
         .name = name,
         .site = ex->site,
+        .flags = bytes <= RUN_HERE_MAX_BYTES ? EV_SUBMIT_MAY_RUN_HERE : 0,
     };
     int rc = ev_submit(ex->vm, &d, NULL);
     if (!rc) {

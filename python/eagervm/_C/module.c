@@ -316,7 +316,7 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
     ev_allocator_stats a;
     ev_allocator_get_stats(EV_DEVICE_CPU, 0, &a);
     return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsIsIsKsKsKsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
+        "{sKsKsKsKsKsKsKsIsIsKsKsKsKsKsKsKsK}", "submitted", (unsigned long long)s.submitted,
         "completed", (unsigned long long)s.completed, "failed", (unsigned long long)s.failed,
         "skipped", (unsigned long long)s.skipped, "cross_edges",
         (unsigned long long)s.cross_edges, "stream_edges", (unsigned long long)s.stream_edges,
@@ -325,7 +325,27 @@ static PyObject *py_stats(PyObject *mod, PyObject *Py_UNUSED(ignored))
         "alloc_reserved", (unsigned long long)a.reserved, "generation",
         (unsigned long long)rt_gen, "worker_wakes", (unsigned long long)s.worker_wakes,
         "alloc_peak", (unsigned long long)a.peak_in_use, "alloc_stream_reuses",
-        (unsigned long long)a.n_stream_reuses, "cpu_moves", (unsigned long long)s.cpu_moves);
+        (unsigned long long)a.n_stream_reuses, "cpu_moves", (unsigned long long)s.cpu_moves,
+        "ran_here", (unsigned long long)s.ran_here);
+}
+
+/* Sets whether the calling thread may run cheap ops itself while their
+ * worker is parked (ev_vm_set_run_here); returns the previous setting. */
+static PyObject *py_set_run_here(PyObject *mod, PyObject *arg)
+{
+    ev_vm *vm = evpy_vm();
+    if (!vm) {
+        return NULL;
+    }
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) {
+        return NULL;
+    }
+    int was = ev_vm_set_run_here(vm, on);
+    if (was < 0) {
+        return evpy_raise(was);
+    }
+    return PyBool_FromLong(was);
 }
 
 /* How large ops shared the cores (ev_intraop_get_stats); with reset=True
@@ -392,6 +412,9 @@ static PyMethodDef module_methods[] = {
     {"_current_uid", py_current_uid, METH_NOARGS, "The calling thread's current uid."},
     {"_profile_enable", py_profile_enable, METH_O, "Turns instruction recording on/off."},
     {"_stats", py_stats, METH_NOARGS, "Runtime and allocator counters."},
+    {"_set_run_here", py_set_run_here, METH_O,
+     "Whether the issuing thread may run cheap ops itself while their worker is parked; "
+     "returns the previous setting."},
     {"_intraop_stats", (PyCFunction)(void (*)(void))py_intraop_stats,
      METH_VARARGS | METH_KEYWORDS,
      "How large ops shared the cores (threads granted); reset=True restarts the maxima."},
