@@ -316,18 +316,14 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
     return buf;
 }
 
-int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
-                   const int64_t *shape, ev_tensor **out)
+/* A new tensor of its own storage (dense: strides a permutation of C
+ * order's for shape, or C order's), in one struct. */
+static int tensor_new_strided(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                              const int64_t *shape, const int64_t *strides, ev_tensor **out)
 {
     int rc = shape_too_big(fn, ndim, shape);
     if (rc) {
         return rc;
-    }
-    int64_t strides[EV_MAX_DIMS];
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        strides[i] = st;
-        st *= shape[i] > 0 ? shape[i] : 1;
     }
     int64_t numel = shape_numel(ndim, shape);
     size_t nbytes = (size_t)numel * ev__dsize(dtype);
@@ -341,6 +337,18 @@ int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
         storage_unref(s);
     }
     return rc;
+}
+
+int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
+                   const int64_t *shape, ev_tensor **out)
+{
+    int64_t strides[EV_MAX_DIMS];
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = st;
+        st *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return tensor_new_strided(fn, ex, dtype, ndim, shape, strides, out);
 }
 
 /* The dimensions of t longer than 1, from the largest stride to the
@@ -394,6 +402,7 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
                         ev_tensor **out)
 {
     int perm[EV_MAX_DIMS], other[EV_MAX_DIMS], n = -1, found = 0;
+    const ev_tensor *first = NULL;
     for (int k = 0; k < nlikes && found >= 0; k++) {
         const ev_tensor *t = likes[k];
         if (!t || t->ndim != ndim || t->numel < 2 ||
@@ -404,12 +413,16 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
             found = -1; /* C order, whatever the others are (the usual case: no sort) */
             continue;
         }
+        if (first && ev__same_strides(t, first)) {
+            continue; /* a.T + b.T: the order is first's, no second sort */
+        }
         int m = dense_order(t, found ? other : perm);
         if (m < 0 || (found && memcmp(perm, other, sizeof(int) * (size_t)m) != 0)) {
             found = -1;
         } else {
             n = m;
             found = 1;
+            first = t;
         }
     }
     int permuted = 0;
@@ -419,27 +432,18 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
     if (!permuted) {
         return ev__tensor_new(fn, ex, dtype, ndim, shape, out);
     }
-    /* A contiguous block in perm's order, viewed in the requested one
-     * (dimensions of size 1 take stride 1: any would do). */
-    int64_t pshape[EV_MAX_DIMS], strides[EV_MAX_DIMS], st = 1;
-    for (int j = 0; j < n; j++) {
-        pshape[j] = shape[perm[j]];
-    }
-    ev_tensor *base;
-    int rc = ev__tensor_new(fn, ex, dtype, n, pshape, &base);
-    if (rc) {
-        return rc;
-    }
+    /* A contiguous block in perm's order, in the requested one (dimensions
+     * of size 1 take stride 1: any would do); one struct, not a base and a
+     * view of it: a transposed result costs what a contiguous one does. */
+    int64_t strides[EV_MAX_DIMS], st = 1;
     for (int i = 0; i < ndim; i++) {
         strides[i] = 1;
     }
     for (int j = n - 1; j >= 0; j--) {
         strides[perm[j]] = st;
-        st *= pshape[j];
+        st *= shape[perm[j]];
     }
-    rc = ev__tensor_alias(base, dtype, ndim, shape, strides, 0, out);
-    ev_tensor_unref(base);
-    return rc;
+    return tensor_new_strided(fn, ex, dtype, ndim, shape, strides, out);
 }
 
 /* First and one-past-last element offsets that a layout touches (the
