@@ -19,28 +19,17 @@
  * then ran at 2.5x its inlined time on Zen 4. */
 #define VM_AVX512_INLINE VM_TARGET_AVX512 __attribute__((always_inline)) static inline
 
-/* |x|, and x negated in the lanes of m (sign flips, as C's -x). */
+/* |x| (the sign bit cleared). */
 VM_AVX512_INLINE __m512 vm_abs_ps(__m512 x)
 {
     return _mm512_castsi512_ps(
         _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
 }
 
-/* c0 x^4 + c1 x^3 + ... + c4 by Horner's rule in separate multiplies and
- * adds: the portable forms' steps where they are not fused. Coefficients
- * as arguments, not an array: GCC kept an array's loop (and the array, on
- * the stack) even inlined, which made log10 latency-bound. */
-VM_AVX512_INLINE __m512 vm_horner5_ps(__m512 x, float c0, float c1, float c2, float c3,
-                                      float c4)
-{
-    __m512 q = _mm512_set1_ps(c0);
-    q = _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c1));
-    q = _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c2));
-    q = _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c3));
-    return _mm512_add_ps(_mm512_mul_ps(q, x), _mm512_set1_ps(c4));
-}
-
-/* The same in fused steps. */
+/* c0 x^4 + c1 x^3 + ... + c4 by Horner's rule in fused steps, as the
+ * portable forms' __builtin_fmaf chains. Coefficients as arguments, not an
+ * array: GCC kept an array's loop (and the array, on the stack) even
+ * inlined, which made log10 latency-bound. */
 VM_AVX512_INLINE __m512 vm_horner5_fma_ps(__m512 x, float c0, float c1, float c2, float c3,
                                           float c4)
 {
@@ -48,13 +37,6 @@ VM_AVX512_INLINE __m512 vm_horner5_fma_ps(__m512 x, float c0, float c1, float c2
     q = _mm512_fmadd_ps(q, x, _mm512_set1_ps(c2));
     q = _mm512_fmadd_ps(q, x, _mm512_set1_ps(c3));
     return _mm512_fmadd_ps(q, x, _mm512_set1_ps(c4));
-}
-
-VM_AVX512_INLINE __m512 vm_neg_where_ps(__m512 x, __mmask16 m)
-{
-    __m512i b = _mm512_castps_si512(x);
-    return _mm512_castsi512_ps(
-        _mm512_mask_xor_epi32(b, m, b, _mm512_set1_epi32((int)0x80000000u)));
 }
 
 /* 1 if this CPU runs the AVX-512 forms. */
@@ -349,6 +331,36 @@ VM_TARGET_AVX512 static void log_f32_n_avx512(float *o, const float *a, int64_t 
     vm_logt_n_avx512(o, a, n, vm_lnf_tab, VM_LOGT_E);
 }
 
+/* exp2_f32 for 16 lanes: the clamps keep NaN (min and max return their
+ * second operand when either is NaN), roundscale is the 1.5 * 2^23
+ * rounding, and scalef rounds p 2^k once, as the two exact halves and one
+ * rounding do. */
+VM_AVX512_INLINE __m512 vm_exp2_ps16(__m512 x)
+{
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(128.0f), x);
+    xc = _mm512_max_ps(_mm512_set1_ps(-151.0f), xc);
+    __m512 kf = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(xc, kf);
+    __m512 p = vm_horner5_fma_ps(r, 1.5353361959569156e-04f, 1.3398875016719103e-03f,
+                                 9.6184369176626205e-03f, 5.5503323674201965e-02f,
+                                 2.4022647738456726e-01f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.9314718246459961e-01f));
+    p = _mm512_fmadd_ps(r, p, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, kf);
+}
+
+VM_TARGET_AVX512 static void exp2_f32_n_avx512(float *o, const float *a, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(o + i, vm_exp2_ps16(_mm512_loadu_ps(a + i)));
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(o + i, m, vm_exp2_ps16(_mm512_maskz_loadu_ps(m, a + i)));
+    }
+}
+
 /* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
 VM_AVX512_INLINE __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
                                             const __m512 *tab)
@@ -373,8 +385,8 @@ VM_AVX512_INLINE __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
     s = _mm512_mask_mov_ps(s, small, zero);
     tl = _mm512_mask_mov_ps(tl, small, lo);
     /* VM_LNT_Q1 */
-    __m512 q = vm_horner5_ps(r, -1.673280746e-01f, 2.007838190e-01f,
-                             -2.499992847e-01f, 3.333323896e-01f, -5.000000000e-01f);
+    __m512 q = vm_horner5_fma_ps(r, -1.673280746e-01f, 2.007838190e-01f,
+                                 -2.499992847e-01f, 3.333323896e-01f, -5.000000000e-01f);
     __m512 p = _mm512_mul_ps(r, _mm512_mul_ps(r, q));
     return _mm512_add_ps(s, _mm512_add_ps(tl, _mm512_add_ps(r, p)));
 }
@@ -413,59 +425,100 @@ VM_AVX512_INLINE __m512 vm_log1p_or_big_ps16(__m512 u, __m512 l, __m512 a,
     return _mm512_mask_mov_ps(r, inf, _mm512_set1_ps(INFINITY));
 }
 
-VM_AVX512_INLINE __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
+/* asinh |x| from a = |x|; any_big (a constant where inlined) says whether
+ * a lane of big (a > 2^24) is there: most blocks have none, and skip the
+ * blends of vm_log1p_or_big_ps16 (the AVX-512 forms spend their time in
+ * the FP pipes, so each step left out counts). */
+VM_AVX512_INLINE __m512 vm_asinh_abs_ps16(__m512 a, __mmask16 big, int any_big,
+                                          const __m512 *tab)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
-    __m512 a = vm_abs_ps(x);
-    __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
-    __mmask16 inf = _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
-    __m512 ac = _mm512_mask_mov_ps(a, big, one);
+    __m512 ac = any_big ? _mm512_mask_mov_ps(a, big, one) : a;
     __m512 a2 = _mm512_mul_ps(ac, ac);
     __m512 q = _mm512_div_ps(a2, _mm512_add_ps(one, _mm512_sqrt_ps(_mm512_add_ps(one, a2))));
     __m512 u = _mm512_add_ps(ac, q);
     __m512 l = _mm512_add_ps(_mm512_sub_ps(ac, u), q);
-    __m512 r = vm_log1p_or_big_ps16(u, l, a, big, inf, tab);
-    r = vm_neg_where_ps(r, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ) |
-                     _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    return _mm512_mask_mov_ps(r, keep, x);
+    if (!any_big) {
+        return vm_log1pt_core_ps16(u, l, tab);
+    }
+    __mmask16 inf = _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
+    return vm_log1p_or_big_ps16(u, l, a, big, inf, tab);
 }
 
+/* r with x's sign bit xored in (vm_xor_sign): one ternary-logic step. */
+VM_AVX512_INLINE __m512 vm_xor_sign_ps(__m512 r, __m512 x)
+{
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+        _mm512_castps_si512(r), _mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u),
+        0x78)); /* r ^ (x & sign) */
+}
+
+VM_AVX512_INLINE __m512 vm_asinh_ps16(__m512 x, const __m512 *tab)
+{
+    __m512 a = vm_abs_ps(x);
+    __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
+    __m512 r = big ? vm_asinh_abs_ps16(a, big, 1, tab) : vm_asinh_abs_ps16(a, 0, 0, tab);
+    return vm_xor_sign_ps(r, x);
+}
+
+/* atanh; the blends for |x| >= 1 (and NaN) only where a lane needs them. */
 VM_AVX512_INLINE __m512 vm_atanh_ps16(__m512 x, const __m512 *tab)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     __m512 a = vm_abs_ps(x);
-    __m512 ac = _mm512_mask_mov_ps(_mm512_set1_ps(0.5f),
-                                   _mm512_cmp_ps_mask(a, one, _CMP_LT_OQ), a);
+    __mmask16 out = _mm512_cmp_ps_mask(a, one, _CMP_NLT_UQ);
+    __m512 ac = out ? _mm512_mask_mov_ps(a, out, _mm512_set1_ps(0.5f)) : a;
     __m512 xc = _mm512_div_ps(_mm512_add_ps(ac, ac), _mm512_sub_ps(one, ac));
     __m512 big = _mm512_mul_ps(_mm512_set1_ps(0.5f),
                                vm_log1pt_core_ps16(xc, _mm512_setzero_ps(), tab));
-    big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, one, _CMP_EQ_OQ),
-                             _mm512_set1_ps(INFINITY));
-    big = vm_neg_where_ps(big, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ));
+    if (out) {
+        big = _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, one, _CMP_EQ_OQ),
+                                 _mm512_set1_ps(INFINITY));
+    }
+    big = vm_xor_sign_ps(big, x); /* x is not 0 where big is taken */
     __m512 z = _mm512_mul_ps(x, x);
-    __m512 p = vm_horner5_ps(z, 1.81740078349e-1f, 8.24370301058e-2f,
-                             1.46691431730e-1f, 1.99782164500e-1f, 3.33337300303e-1f);
+    __m512 p = vm_horner5_fma_ps(z, 1.81740078349e-1f, 8.24370301058e-2f,
+                                 1.46691431730e-1f, 1.99782164500e-1f, 3.33337300303e-1f);
     p = _mm512_mul_ps(p, z);
-    __m512 small = _mm512_add_ps(x, _mm512_mul_ps(x, p));
+    __m512 small = _mm512_fmadd_ps(x, p, x);
     __m512 r = _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ),
                                   big);
-    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, one, _CMP_GT_OQ), _mm512_set1_ps(NAN));
+    if (out) {
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, one, _CMP_GT_OQ), _mm512_set1_ps(NAN));
+    }
+    return r;
+}
+
+/* acosh x for x up to 2^24 (any_big as for vm_asinh_abs_ps16). Where no
+ * lane is big, x below 1 enters as it is (its root may be NaN): the result
+ * there is NaN whatever it computes. */
+VM_AVX512_INLINE __m512 vm_acosh_some_ps16(__m512 x, __mmask16 big, int any_big,
+                                           const __m512 *tab)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 d = x;
+    if (any_big) {
+        __mmask16 in = _mm512_cmp_ps_mask(x, one, _CMP_GE_OQ) & (__mmask16)~big;
+        d = _mm512_mask_mov_ps(one, in, x);
+    }
+    __m512 xm = _mm512_sub_ps(d, one);
+    __m512 sq = _mm512_sqrt_ps(_mm512_fmadd_ps(xm, xm, _mm512_add_ps(xm, xm)));
+    __m512 u = _mm512_add_ps(sq, xm);
+    __m512 l = _mm512_add_ps(_mm512_sub_ps(sq, u), xm);
+    if (!any_big) {
+        return vm_log1pt_core_ps16(u, l, tab);
+    }
+    __mmask16 inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
+    return vm_log1p_or_big_ps16(u, l, x, big, inf, tab);
 }
 
 VM_AVX512_INLINE __m512 vm_acosh_ps16(__m512 x, const __m512 *tab)
 {
-    const __m512 one = _mm512_set1_ps(1.0f);
     __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(0x1p24f), _CMP_GT_OQ);
-    __mmask16 inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(3.40282347e38f), _CMP_GT_OQ);
-    __mmask16 in = _mm512_cmp_ps_mask(x, one, _CMP_GE_OQ) & (__mmask16)~big;
-    __m512 xm = _mm512_sub_ps(_mm512_mask_mov_ps(one, in, x), one);
-    __m512 sq = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(xm, xm), _mm512_add_ps(xm, xm)));
-    __m512 u = _mm512_add_ps(sq, xm);
-    __m512 l = _mm512_add_ps(_mm512_sub_ps(sq, u), xm);
-    __m512 r = vm_log1p_or_big_ps16(u, l, x, big, inf, tab);
+    __m512 r = big ? vm_acosh_some_ps16(x, big, 1, tab) : vm_acosh_some_ps16(x, 0, 0, tab);
     /* below 1, and NaN */
-    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, one, _CMP_NGE_UQ), _mm512_set1_ps(NAN));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NGE_UQ),
+                              _mm512_set1_ps(NAN));
 }
 
 /* o[i] = F(a[i]) over n floats for the 16-lane forms on the log table. */
@@ -532,7 +585,8 @@ VM_INLINE void log10_f32_n(float *o, const float *a, int64_t n)
     log10_f32_n_portable(o, a, n);
 }
 
-/* tanh, log, log1p, asinh, acosh and atanh over n float32 (o may be a). */
+/* tanh, log, exp2, log1p, asinh, acosh and atanh over n float32 (o may be
+ * a). */
 #ifdef VM_HAVE_AVX512
 #define VM_DISPATCH(name)                  \
     if (vm_cpu_avx512()) {                 \
@@ -551,6 +605,11 @@ VM_INLINE void tanh_f32_n(float *o, const float *a, int64_t n)
 VM_INLINE void log_f32_n(float *o, const float *a, int64_t n)
 {
     VM_DISPATCH(log_f32_n);
+}
+
+VM_INLINE void exp2_f32_n(float *o, const float *a, int64_t n)
+{
+    VM_DISPATCH(exp2_f32_n);
 }
 
 VM_INLINE void log1p_f32_n(float *o, const float *a, int64_t n)
