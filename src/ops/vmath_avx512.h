@@ -192,17 +192,21 @@ VM_AVX512_INLINE __m512 vm_tanh_ps16(__m512 x)
                                                          0xf8));
 }
 
-VM_TARGET_AVX512 static void tanh_f32_n_avx512(float *o, const float *a, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(o + i, vm_tanh_ps16(_mm512_loadu_ps(a + i)));
+/* o[i] = F(a[i]) over n floats (o may be a), 16 lanes a step; the tail's
+ * absent lanes read 0. */
+#define VM_UNARY_AVX512(name, F)                                                   \
+    VM_TARGET_AVX512 static void name(float *o, const float *a, int64_t n)         \
+    {                                                                              \
+        int64_t i = 0;                                                             \
+        for (; i + 16 <= n; i += 16) {                                             \
+            _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(a + i)));                    \
+        }                                                                          \
+        if (i < n) {                                                               \
+            __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                       \
+            _mm512_mask_storeu_ps(o + i, m, F(_mm512_maskz_loadu_ps(m, a + i)));   \
+        }                                                                          \
     }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(o + i, m, vm_tanh_ps16(_mm512_maskz_loadu_ps(m, a + i)));
-    }
-}
+VM_UNARY_AVX512(tanh_f32_n_avx512, vm_tanh_ps16)
 
 /* The four columns (c, invc, thi, tlo) of a 16-row table as registers, by
  * permutes of the rows as loaded: building them through a stack array cost
@@ -349,17 +353,7 @@ VM_AVX512_INLINE __m512 vm_exp2_ps16(__m512 x)
     return _mm512_scalef_ps(p, kf);
 }
 
-VM_TARGET_AVX512 static void exp2_f32_n_avx512(float *o, const float *a, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(o + i, vm_exp2_ps16(_mm512_loadu_ps(a + i)));
-    }
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(o + i, m, vm_exp2_ps16(_mm512_maskz_loadu_ps(m, a + i)));
-    }
-}
+VM_UNARY_AVX512(exp2_f32_n_avx512, vm_exp2_ps16)
 
 /* vm_log1pt_core for 16 lanes; tab as for vm_logt_ps16. */
 VM_AVX512_INLINE __m512 vm_log1pt_core_ps16(__m512 xc, __m512 lo,
