@@ -317,18 +317,16 @@ char *ev__shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
 }
 
 /* A new tensor of its own storage (dense: strides a permutation of C
- * order's for shape, or C order's), in one struct. */
-static int tensor_new_strided(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
-                              const int64_t *shape, const int64_t *strides, ev_tensor **out)
+ * order's for shape, or C order's), in one struct. The caller has checked
+ * shape (shape_too_big) before it computed the strides, whose products
+ * could overflow otherwise. */
+static int tensor_new_strided(const ev_exec *ex, ev_dtype dtype, int ndim, const int64_t *shape,
+                              const int64_t *strides, ev_tensor **out)
 {
-    int rc = shape_too_big(fn, ndim, shape);
-    if (rc) {
-        return rc;
-    }
     int64_t numel = shape_numel(ndim, shape);
     size_t nbytes = (size_t)numel * ev__dsize(dtype);
     ev__storage *s = NULL;
-    rc = storage_new(ex, nbytes, &s);
+    int rc = storage_new(ex, nbytes, &s);
     if (rc) {
         return rc;
     }
@@ -342,13 +340,17 @@ static int tensor_new_strided(const char *fn, const ev_exec *ex, ev_dtype dtype,
 int ev__tensor_new(const char *fn, const ev_exec *ex, ev_dtype dtype, int ndim,
                    const int64_t *shape, ev_tensor **out)
 {
+    int rc = shape_too_big(fn, ndim, shape);
+    if (rc) {
+        return rc;
+    }
     int64_t strides[EV_MAX_DIMS];
     int64_t st = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = st;
         st *= shape[i] > 0 ? shape[i] : 1;
     }
-    return tensor_new_strided(fn, ex, dtype, ndim, shape, strides, out);
+    return tensor_new_strided(ex, dtype, ndim, shape, strides, out);
 }
 
 /* The dimensions of t longer than 1, from the largest stride to the
@@ -435,6 +437,10 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
     /* A contiguous block in perm's order, in the requested one (dimensions
      * of size 1 take stride 1: any would do); one struct, not a base and a
      * view of it: a transposed result costs what a contiguous one does. */
+    int rc = shape_too_big(fn, ndim, shape);
+    if (rc) {
+        return rc;
+    }
     int64_t strides[EV_MAX_DIMS], st = 1;
     for (int i = 0; i < ndim; i++) {
         strides[i] = 1;
@@ -443,7 +449,7 @@ int ev__tensor_new_like(const char *fn, const ev_exec *ex, ev_dtype dtype, int n
         strides[perm[j]] = st;
         st *= shape[perm[j]];
     }
-    return tensor_new_strided(fn, ex, dtype, ndim, shape, strides, out);
+    return tensor_new_strided(ex, dtype, ndim, shape, strides, out);
 }
 
 /* First and one-past-last element offsets that a layout touches (the
