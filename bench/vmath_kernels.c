@@ -96,6 +96,16 @@ EV__SIMD_CLONES static void cos_k(float *o, const float *a, int64_t n)
     cos_f32_n(o, a, n);
 }
 
+EV__SIMD_CLONES static void exp2_k(float *o, const float *a, int64_t n)
+{
+    exp2_f32_n(o, a, n);
+}
+
+EV__SIMD_CLONES static void exp2_portable_k(float *o, const float *a, int64_t n)
+{
+    exp2_f32_n_portable(o, a, n);
+}
+
 /* 32 calls of 32 elements: the calls a transposed 32x32 input makes. */
 EV__SIMD_CLONES static void atanh_rows_k(float *o, const float *a, int64_t n)
 {
@@ -193,7 +203,8 @@ int main(int argc, char **argv)
         {"expm1", expm1_k, NULL, -10, 10},    {"log2", log2_k, NULL, 0.01f, 100},
         {"log10", log10_k, NULL, 0.01f, 100}, {"log1p", log1p_k, NULL, 0, 100},
         {"asinh", asinh_k, NULL, -100, 100},  {"acosh", acosh_k, NULL, 1, 100},
-        {"cos", cos_k, NULL, -10, 10},
+        {"cos", cos_k, NULL, -10, 10},       {"exp2", exp2_k, NULL, -10, 10},
+        {"exp2_portable", exp2_portable_k, NULL, -10, 10},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int want = argc < 2;
