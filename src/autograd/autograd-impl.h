@@ -60,37 +60,64 @@ typedef struct ev__ag_saved {
 #define EV__AG_INLINE_NEXT 3
 #define EV__AG_CACHE_NODE EV__CACHE_UPPER_A
 #define EV__AG_CACHE_META EV__CACHE_UPPER_B
-/* The bytes that making and freeing an elementwise node touch (every field
- * up to the second input's shape, for inputs of up to 2 dimensions): the
- * 5 lines the struct cache prefetches (errors.c). arg and a third input
- * come after them and are written only when used, so a chain of ops
- * brings half the lines of the old layout through the cache. */
-#define EV__AG_NODE_HOT_BYTES 320
+/* The bytes that making and freeing a node of up to 3 inputs touch: its
+ * first 3 lines (the struct cache hands out line-aligned structs and
+ * prefetches their first 192 bytes, errors.c). What few nodes use (a
+ * leaf, an inner node, an input's shape that differs from the output's,
+ * arguments) comes after, written only when used: a graph of tiny ops is
+ * mostly these lines, and a chain of ops brings them through the cache
+ * once each. */
+#define EV__AG_NODE_HOT_BYTES 192
+
+/* Bits of ev_ag_node.cold: which of the fields after the hot lines hold
+ * something (the others are not even initialised). */
+enum { EV__AG_COLD_LEAF = 1, EV__AG_COLD_INNER = 2 };
 
 struct ev_ag_node {
     atomic_int refs;
     int n_next;
     const ev__ag_fn *fn;
-    uint64_t seq;           /* creation order: later nodes run first */
+    union {
+        uint64_t seq;       /* above its inputs' nodes' seq (and, on one
+                             * thread, creation order): higher runs first */
+        ev_ag_node *free_next; /* once dead: the free list while freeing */
+    };
     ev_vm *vm;
     const ev_site *site;    /* the forward op's site */
     const ev_site *bw_site; /* interned: the backward's name at that site */
-    ev_ag_node *free_next;  /* the free list while nodes are being freed */
+    ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
     uint32_t thread_uid;    /* the forward op's thread uid */
     uint8_t n_saved;
     uint8_t layout_only;    /* bit i: saved[i] is kept for its shape, strides
                              * and offset only (no version check) */
     bool released;          /* saved tensors dropped by a backward */
+    uint8_t cold;           /* EV__AG_COLD_* */
     ev__ag_saved saved[EV__AG_MAX_SAVED];
-    ev_tensor *leaf;        /* the accumulator's leaf (owned) */
-    ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
-    ev_ag_node *inner;      /* owned: the in-place op a CopySlices node applies */
     ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
-    ev__ag_input *inputs;   /* n_next entries: inline_inputs or allocated */
     ev__ag_edge inline_next[EV__AG_INLINE_NEXT];
-    ev__ag_input inline_inputs[EV__AG_INLINE_NEXT];
+    /* Inputs 0..2 of a node with inline edges: dtype and ndim, and bit i
+     * of shape_is_out: input i's shape is the output's (so it is not
+     * written; the gradient, shaped like the output, gives it). */
+    uint8_t in_dtype[EV__AG_INLINE_NEXT];
+    int8_t in_ndim[EV__AG_INLINE_NEXT];
+    uint8_t shape_is_out;
+    /* ---- cold: written only when used */
+    ev_tensor *leaf;        /* EV__AG_COLD_LEAF: the accumulator's leaf (owned) */
+    ev_ag_node *inner;      /* EV__AG_COLD_INNER: owned: the in-place op a
+                             * CopySlices node applies */
+    ev__ag_input *big_inputs; /* n_next > EV__AG_INLINE_NEXT: every input */
+    int64_t in_shape[EV__AG_INLINE_NEXT][EV_MAX_DIMS]; /* unless shape_is_out */
     _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
 };
+
+static inline ev_tensor *ev__ag_node_leaf(const ev_ag_node *n)
+{
+    return n->cold & EV__AG_COLD_LEAF ? n->leaf : NULL;
+}
+static inline ev_ag_node *ev__ag_node_inner(const ev_ag_node *n)
+{
+    return n->cold & EV__AG_COLD_INNER ? n->inner : NULL;
+}
 
 /* What few tensors have: a leaf's accumulator and hooks, a gradient kept
  * on the tensor. Kept apart so that every op's output state fits a line. */
@@ -151,9 +178,18 @@ static inline bool ev__ag_tracks(const ev_tensor *t)
 bool ev__ag_recording(void);
 
 /* Makes a node of fn for an op with n inputs (NULL entries allowed); edges
- * to the inputs that require grad. NULL on out of memory. */
+ * to the inputs that require grad. out: the op's output if made already
+ * (its shape, shared by most inputs, need not be kept), else NULL. NULL on
+ * out of memory. */
 ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
-                            ev_tensor *const *inputs);
+                            ev_tensor *const *inputs, const ev_tensor *out);
+/* n's inputs' dtypes and shapes, for a backward whose gradient is g:
+ * node->big_inputs, or small filled in. */
+const ev__ag_input *ev__ag_inputs_of(ev_ag_node *n, const ev_tensor *g,
+                                     ev__ag_input small[EV__AG_INLINE_NEXT]);
+/* Sets n's leaf (reference taken over) or inner node. */
+void ev__ag_node_set_leaf(ev_ag_node *n, ev_tensor *leaf);
+void ev__ag_node_set_inner(ev_ag_node *n, ev_ag_node *inner);
 /* The edge a gradient for t follows: its grad_fn, or its accumulator (made
  * if needed) for a leaf that requires grad; node NULL otherwise. The node
  * is a new reference. */
@@ -189,6 +225,10 @@ int ev__ag_saved_get(ev_ag_node *n, int i, ev_tensor **out);
 struct ev__ag_ctx {
     ev_exec ex;                /* the forward op's thread uid, bw_site */
     ev_ag_node *node;
+    /* The node's inputs' dtypes and shapes: node->big_inputs, or
+     * small_inputs filled from the node and the gradient. */
+    const ev__ag_input *inputs;
+    ev__ag_input small_inputs[EV__AG_INLINE_NEXT];
     ev_tensor *g;              /* the gradient of output 0 (borrowed) */
     ev_tensor **grads_in;      /* one per next edge, to fill (owned refs) */
     int rc;                    /* the first error */

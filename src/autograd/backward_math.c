@@ -86,7 +86,7 @@ ev_tensor *ev__bw_zeros_input(ev__ag_ctx *c, int i)
     if (c->rc) {
         return NULL;
     }
-    const ev__ag_input *in = &c->node->inputs[i];
+    const ev__ag_input *in = &c->inputs[i];
     return ev__bw_keep(c, ev_zeros(&c->ex, in->dtype, in->ndim, in->shape, &out), &out);
 }
 
@@ -148,7 +148,7 @@ ev_tensor *ev__bw_unreduce(ev__ag_ctx *c, ev_tensor *g)
         return NULL;
     }
     const ev__ag_reduce_arg *a = (const ev__ag_reduce_arg *)c->node->arg;
-    const ev__ag_input *in = &c->node->inputs[0];
+    const ev__ag_input *in = &c->inputs[0];
     ev_tensor *t = g;
     if (!a->keepdim && in->ndim > 0) {
         /* The reduced dimensions back as size 1 (dims are ascending). */
@@ -170,7 +170,7 @@ ev_tensor *ev__bw_unreduce(ev__ag_ctx *c, ev_tensor *g)
 double ev__bw_reduced_count(ev__ag_ctx *c)
 {
     const ev__ag_reduce_arg *a = (const ev__ag_reduce_arg *)c->node->arg;
-    const ev__ag_input *in = &c->node->inputs[0];
+    const ev__ag_input *in = &c->inputs[0];
     double n = 1;
     for (int k = 0; k < a->ndims; k++) {
         n *= (double)in->shape[a->dims[k]];
@@ -181,7 +181,7 @@ double ev__bw_reduced_count(ev__ag_ctx *c)
 /* The gradient of input i in its shape and dtype (a new reference). */
 static int fit_input(ev__ag_ctx *c, int i, ev_tensor *g, ev_tensor **out)
 {
-    const ev__ag_input *in = &c->node->inputs[i];
+    const ev__ag_input *in = &c->inputs[i];
     ev_tensor *t = ev__bw_sum_to(c, g, in->ndim, in->shape);
     if (t && ev_tensor_dtype(t) != in->dtype) {
         ev_tensor *cast = NULL;
@@ -202,6 +202,7 @@ int ev__ag_run_backward(ev_ag_node *n, ev_tensor *g, ev_tensor **grads_in)
     }
     ev__ag_ctx c = {.ex = {n->vm, n->thread_uid, n->bw_site}, .node = n, .g = g,
                     .grads_in = grads_in};
+    c.inputs = ev__ag_inputs_of(n, g, c.small_inputs);
     int rc = n->fn->backward(&c);
     rc = rc ? rc : c.rc;
     for (int i = 0; i < n->n_next && !rc; i++) {

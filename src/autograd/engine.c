@@ -304,7 +304,7 @@ static int run_hooks(ev__ag_hook *h, ev_tensor **g, bool *fresh)
  * copied, so .grad never aliases another tensor. */
 static int accumulate(walk *w, entry *e)
 {
-    ev_tensor *leaf = e->node->leaf;
+    ev_tensor *leaf = ev__ag_node_leaf(e->node);
     ev__ag_meta *m = ev__ag_meta_of(leaf);
     /* Made with the accumulator, before it. */
     ev__ag_leaf *l = ev__ag_leaf_of(m);
@@ -413,8 +413,8 @@ static int execute(walk *w)
         entry *e = lookup(w, heap_pop(w));
         if (e->buf) {
             if (e->capture >= 0 && !e->node->fn->backward) {
-                rc = run_hooks(e->node->leaf
-                                   ? ev__ag_leaf_of(ev__ag_meta_of(e->node->leaf))->hooks
+                rc = run_hooks(ev__ag_node_leaf(e->node)
+                                   ? ev__ag_leaf_of(ev__ag_meta_of(ev__ag_node_leaf(e->node)))->hooks
                                    : NULL,
                                &e->buf, &e->fresh);
             } else {

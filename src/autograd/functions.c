@@ -133,7 +133,7 @@ static int not_yet(const char *op)
 static int record_as(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *const *inputs,
                      int saves, const void *arg, size_t arg_size, bool is_view, ev_tensor **out)
 {
-    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs);
+    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs, *out);
     int rc = node ? 0 : EV_ENOMEM;
     if (node && arg) {
         memcpy(node->arg, arg, arg_size);
@@ -229,7 +229,7 @@ static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, c
             return rc;
         }
     }
-    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs);
+    ev_ag_node *node = ev__ag_node_new(ex, fn, n, inputs, a);
     if (!node) {
         ev_tensor_unref(before);
         return EV_ENOMEM;
@@ -720,7 +720,7 @@ static int cat_backward(ev__ag_ctx *c)
     const cat_arg *a = (const cat_arg *)c->node->arg;
     int64_t off = 0;
     for (int i = 0; i < c->node->n_next && !c->rc; i++) {
-        const ev__ag_input *in = &c->node->inputs[i];
+        const ev__ag_input *in = &c->inputs[i];
         int64_t len = a->new_dim ? 1 : in->shape[a->dim];
         if (NEED(i)) {
             ev_tensor *s = NULL;
@@ -831,7 +831,7 @@ enum { VIEW_RESHAPE, VIEW_PERMUTE, VIEW_EXPAND, VIEW_SLICE };
 static int view_backward(ev__ag_ctx *c)
 {
     const view_arg *a = (const view_arg *)c->node->arg;
-    const ev__ag_input *in = &c->node->inputs[0];
+    const ev__ag_input *in = &c->inputs[0];
     ev_tensor *g = G, *res = NULL;
     switch (a->kind) {
     case VIEW_RESHAPE:
@@ -966,7 +966,7 @@ static const ev__ag_fn as_strided_fn = {"as_strided_backward", as_strided_backwa
 
 ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base)
 {
-    ev_ag_node *n = ev__ag_node_new(ex, &as_strided_fn, 1, &base);
+    ev_ag_node *n = ev__ag_node_new(ex, &as_strided_fn, 1, &base, view);
     if (n && (ev__ag_save_layout(n, 0, base) || ev__ag_save_layout(n, 1, view))) {
         ev_ag_node_unref(n);
         n = NULL;
@@ -979,7 +979,7 @@ ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base
  * makes of them; the op's other inputs get theirs from that backward too. */
 static int copy_slices_backward(ev__ag_ctx *c)
 {
-    ev_ag_node *f = c->node->inner;
+    ev_ag_node *f = ev__ag_node_inner(c->node);
     ev_tensor *res, *part;
     int64_t vshape[EV_MAX_DIMS];
     if (!view_in_zeros(c, &res, &part, vshape)) {
@@ -1021,12 +1021,12 @@ static int rebase_through_view(const ev_exec *ex, ev_ag_node *f, int n,
     for (int i = 1; i < n; i++) {
         in[i] = inputs[i];
     }
-    ev_ag_node *c = ev__ag_node_new(ex, &copy_slices_fn, n, in);
+    ev_ag_node *c = ev__ag_node_new(ex, &copy_slices_fn, n, in, base);
     if (!c) {
         ev_ag_node_unref(f);
         return EV_ENOMEM;
     }
-    c->inner = f;
+    ev__ag_node_set_inner(c, f);
     int rc = ev__ag_save_layout(c, 0, base);
     rc = rc ? rc : ev__ag_save_layout(c, 1, inputs[0]);
     if (rc) {
@@ -1225,7 +1225,7 @@ int ev_ag_tri(const ev_exec *ex, ev_tensor *x, int64_t diagonal, int upper, ev_t
  * indices, repeats adding up. */
 static int take_backward(ev__ag_ctx *c)
 {
-    const ev__ag_input *in = &c->node->inputs[0];
+    const ev__ag_input *in = &c->inputs[0];
     ev_tensor *index = ev__bw_saved(c, 1), *g = G;
     if (!index || !g) {
         return c->rc;
@@ -1301,7 +1301,7 @@ static int cumsum_backward(ev__ag_ctx *c)
 {
     int dim = ((const index_arg *)c->node->arg)->dim;
     ev_tensor *f = NULL, *s = NULL, *res = NULL;
-    if (G && c->node->inputs[0].ndim > 0) {
+    if (G && c->inputs[0].ndim > 0) {
         int rc = ev_flip(&c->ex, G, 1, &dim, &f);
         f = ev__bw_keep(c, rc, &f);
         if (f) {
@@ -1337,7 +1337,7 @@ static int sort_backward(ev__ag_ctx *c)
     int dim = ((const index_arg *)c->node->arg)->dim;
     ev_tensor *index = ev__bw_saved(c, 1), *z = ev__bw_zeros_input(c, 0), *res = NULL;
     if (index && z && G) {
-        int rc = c->node->inputs[0].ndim == 0 ? ev_binary(&c->ex, EV_OP_ADD, z, G, &res)
+        int rc = c->inputs[0].ndim == 0 ? ev_binary(&c->ex, EV_OP_ADD, z, G, &res)
                                                : ev_scatter_add(&c->ex, z, dim, index, G, &res);
         res = ev__bw_keep(c, rc, &res);
     }
@@ -1435,7 +1435,7 @@ static ev_tensor *bw_scan(ev__ag_ctx *c, ev_tensor *t, bool reverse)
 static int prod_backward(ev__ag_ctx *c)
 {
     const ev__ag_reduce_arg *a = (const ev__ag_reduce_arg *)c->node->arg;
-    const ev__ag_input *in = &c->node->inputs[0];
+    const ev__ag_input *in = &c->inputs[0];
     ev_tensor *x = X;
     if (!x || !G) {
         return c->rc;
@@ -1556,7 +1556,7 @@ int ev_ag_assign_(const ev_exec *ex, ev_tensor *base, ev_tensor *view, ev_tensor
         return ev_ag_copy_(ex, view, src);
     }
     ev_tensor *in[2] = {view, src};
-    ev_ag_node *f = ev__ag_node_new(ex, &copy_into_fn, 2, in);
+    ev_ag_node *f = ev__ag_node_new(ex, &copy_into_fn, 2, in, view);
     if (!f) {
         return EV_ENOMEM;
     }

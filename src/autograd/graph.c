@@ -32,7 +32,11 @@ bool ev__ag_recording(void)
 
 /* ------------------------------------------------------------------ nodes */
 
-static atomic_uint_fast64_t node_seq;
+/* Node creation order, a Lamport clock per thread: a node's seq is above
+ * its inputs' nodes' and above every node its thread made before, which is
+ * all the walk needs (see ev_ag_node.seq), without a shared counter's
+ * atomic add on every op. */
+static EV_TLS_FAST uint64_t node_clock;
 
 /* Nodes freed while another node is being freed wait here, so a chain of a
  * million nodes is freed in a loop rather than by a million nested calls. */
@@ -60,7 +64,7 @@ static void hooks_free(ev__ag_hook *h)
  * last unref just brought in): the saved tensors and the edges. */
 static void node_prefetch_rest(const ev_ag_node *n)
 {
-    for (size_t off = 64; off < offsetof(ev_ag_node, inline_inputs); off += 64) {
+    for (size_t off = 64; off < EV__AG_NODE_HOT_BYTES; off += 64) {
         __builtin_prefetch((const char *)n + off, 1);
     }
 }
@@ -96,7 +100,7 @@ static void node_free_one(ev_ag_node *n)
             n->saved[i].t = NULL;
         }
     }
-    if (n->leaf) {
+    if (n->cold & EV__AG_COLD_LEAF) {
         ev__ag_meta *m = ev__ag_meta_of(n->leaf);
         if (m) {
             ev__lock_acquire(&m->lock);
@@ -109,10 +113,10 @@ static void node_free_one(ev_ag_node *n)
         ev_tensor_unref(n->leaf);
     }
     hooks_free(n->hooks);
-    ev_ag_node_unref(n->inner);
+    ev_ag_node_unref(ev__ag_node_inner(n));
     if (n->next != n->inline_next) {
         free(n->next);
-        free(n->inputs);
+        free(n->big_inputs);
     }
     ev__cache_free(EV__AG_CACHE_NODE, n);
 }
@@ -163,8 +167,9 @@ static ev_ag_node *node_try_ref(ev_ag_node *n)
     return NULL;
 }
 
-_Static_assert(offsetof(ev_ag_node, inline_inputs[1].shape[2]) <= EV__AG_NODE_HOT_BYTES,
-               "a binary node's fields fit the lines the struct cache prefetches");
+_Static_assert(offsetof(ev_ag_node, leaf) <= EV__AG_NODE_HOT_BYTES,
+               "what every node uses fits the lines the struct cache prefetches");
+_Static_assert(EV_DTYPE_COUNT <= 256 && EV_MAX_DIMS <= 127, "an input's dtype and ndim fit a byte");
 
 _Static_assert(sizeof(ev__ag_meta) <= 64, "an op's output state fits one line");
 
@@ -175,29 +180,28 @@ static ev_ag_node *node_alloc(int n_next)
         ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
         return NULL;
     }
-    /* Field by field: arg and the inputs' shapes are written when used, and
-     * a memset of the whole node cost more than the rest of recording. */
+    /* Field by field, the hot lines only (see EV__AG_NODE_HOT_BYTES): a
+     * memset of the whole node cost more than the rest of recording. */
     n->fn = NULL;
     n->vm = NULL;
     n->thread_uid = 0;
     n->site = n->bw_site = NULL;
+    n->hooks = NULL;
     n->n_saved = 0;
     n->released = false;
     n->layout_only = 0;
+    n->cold = 0;
+    n->shape_is_out = 0;
     for (int i = 0; i < EV__AG_MAX_SAVED; i++) {
         n->saved[i].t = NULL;
     }
-    n->leaf = NULL;
-    n->hooks = NULL;
-    n->inner = NULL;
     n->next = n->inline_next;
-    n->inputs = n->inline_inputs;
     if (n_next > EV__AG_INLINE_NEXT) {
         n->next = calloc((size_t)n_next, sizeof(*n->next));
-        n->inputs = calloc((size_t)n_next, sizeof(*n->inputs));
-        if (!n->next || !n->inputs) {
+        n->big_inputs = calloc((size_t)n_next, sizeof(*n->big_inputs));
+        if (!n->next || !n->big_inputs) {
             free(n->next);
-            free(n->inputs);
+            free(n->big_inputs);
             ev__cache_free(EV__AG_CACHE_NODE, n);
             ev__set_message(EV_ENOMEM, "autograd: out of memory for a graph node");
             return NULL;
@@ -209,7 +213,7 @@ static ev_ag_node *node_alloc(int n_next)
     }
     atomic_init(&n->refs, 1);
     n->n_next = n_next;
-    n->seq = atomic_fetch_add_explicit(&node_seq, 1, memory_order_relaxed) + 1;
+    n->seq = ++node_clock;
     return n;
 }
 
@@ -225,8 +229,7 @@ static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
         acc = node_alloc(0);
         if (acc) {
             acc->fn = &accumulate_fn;
-            acc->leaf = ev_tensor_ref(t);
-            acc->vm = NULL;
+            ev__ag_node_set_leaf(acc, ev_tensor_ref(t));
             l->accumulator = acc;
         }
     }
@@ -234,14 +237,66 @@ static ev_ag_node *leaf_accumulator(ev_tensor *t, ev__ag_meta *m)
     return acc;
 }
 
-static void input_of(ev__ag_input *in, const ev_tensor *t)
+void ev__ag_node_set_leaf(ev_ag_node *n, ev_tensor *leaf)
 {
-    const int64_t *shape = ev_tensor_shape(t);
-    in->dtype = ev_tensor_dtype(t);
-    in->ndim = ev_tensor_ndim(t);
-    for (int d = 0; d < in->ndim; d++) { /* a loop: most shapes are short */
-        in->shape[d] = shape[d];
+    n->leaf = leaf;
+    n->cold |= EV__AG_COLD_LEAF;
+}
+
+void ev__ag_node_set_inner(ev_ag_node *n, ev_ag_node *inner)
+{
+    n->inner = inner;
+    n->cold |= EV__AG_COLD_INNER;
+}
+
+static void copy_shape(int64_t *to, int ndim, const int64_t *from)
+{
+    for (int d = 0; d < ndim; d++) { /* a loop: most shapes are short */
+        to[d] = from[d];
     }
+}
+
+/* Keeps input i's dtype and shape in n; the shape only if it is not out's. */
+static void input_of(ev_ag_node *n, int i, const ev_tensor *t, const ev_tensor *out)
+{
+    int ndim = ev_tensor_ndim(t);
+    const int64_t *shape = ev_tensor_shape(t);
+    if (n->next != n->inline_next) {
+        ev__ag_input *in = &n->big_inputs[i];
+        in->dtype = ev_tensor_dtype(t);
+        in->ndim = ndim;
+        copy_shape(in->shape, ndim, shape);
+        return;
+    }
+    n->in_dtype[i] = (uint8_t)ev_tensor_dtype(t);
+    n->in_ndim[i] = (int8_t)ndim;
+    bool same = out && ev_tensor_ndim(out) == ndim;
+    const int64_t *oshape = same ? ev_tensor_shape(out) : NULL;
+    for (int d = 0; same && d < ndim; d++) { /* a loop: memcmp's call cost more */
+        same = shape[d] == oshape[d];
+    }
+    if (same) {
+        n->shape_is_out |= (uint8_t)(1u << i);
+    } else {
+        copy_shape(n->in_shape[i], ndim, shape);
+    }
+}
+
+const ev__ag_input *ev__ag_inputs_of(ev_ag_node *n, const ev_tensor *g,
+                                     ev__ag_input small[EV__AG_INLINE_NEXT])
+{
+    if (n->next != n->inline_next) {
+        return n->big_inputs;
+    }
+    for (int i = 0; i < n->n_next; i++) {
+        small[i].dtype = (ev_dtype)n->in_dtype[i];
+        small[i].ndim = n->in_ndim[i];
+        bool from_g = n->shape_is_out & (1u << i);
+        /* The gradient is shaped like the output (the engine checks a
+         * given one, and shapes every other by its tensor). */
+        copy_shape(small[i].shape, small[i].ndim, from_g ? ev_tensor_shape(g) : n->in_shape[i]);
+    }
+    return small;
 }
 
 /* ev__ag_edge_of for a t whose view node is fresh. */
@@ -276,7 +331,7 @@ int ev__ag_edge_of(ev_tensor *t, ev__ag_edge *e)
 }
 
 ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
-                            ev_tensor *const *inputs)
+                            ev_tensor *const *inputs, const ev_tensor *out)
 {
     /* Stale views' nodes are remade first: a node must be newer than the
      * nodes it points to (the walk orders and prunes by creation). */
@@ -295,12 +350,22 @@ ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
     node->site = ex->site;
     for (int i = 0; i < n; i++) {
         if (inputs[i]) {
-            input_of(&node->inputs[i], inputs[i]);
+            input_of(node, i, inputs[i], out);
             if (fresh_edge_of(inputs[i], &node->next[i]) != 0) {
                 ev_ag_node_unref(node);
                 return NULL;
             }
+            const ev_ag_node *in = node->next[i].node;
+            if (in && in->seq >= node->seq) { /* made on another thread */
+                node->seq = in->seq + 1;
+            }
+        } else if (node->next == node->inline_next) {
+            node->in_dtype[i] = 0;
+            node->in_ndim[i] = 0;
         }
+    }
+    if (node->seq > node_clock) {
+        node_clock = node->seq;
     }
     return node;
 }

@@ -182,19 +182,19 @@ void *ev__cache_alloc(int kind, size_t size)
              * someone else's work evicted costs latency once per chain
              * rather than once per op. */
             const char *next = cache->items[kind][len - 2];
-            /* Every line the struct's first 320 bytes lie on (malloc
-             * aligns to 16, so a struct often starts mid-line): the
-             * largest struct cached, a graph node, is laid out so that
-             * every use touches only those (EV__AG_NODE_HOT_BYTES in
-             * autograd-impl.h). */
-            uintptr_t end = (uintptr_t)next + (size < 320 ? size : 320);
-            for (uintptr_t line = (uintptr_t)next & ~(uintptr_t)63; line < end; line += 64) {
-                __builtin_prefetch((const void *)line, 1);
+            /* The struct's first 3 lines: the largest struct cached, a
+             * graph node, is laid out so that every use touches only
+             * those (EV__AG_NODE_HOT_BYTES in autograd-impl.h). */
+            size_t hot = size < 192 ? size : 192;
+            for (size_t off = 0; off < hot; off += 64) {
+                __builtin_prefetch(next + off, 1);
             }
         }
         return cache->items[kind][len];
     }
-    return malloc(size);
+    /* Line-aligned, so that a struct's fields lie on the fewest lines its
+     * layout allows (malloc's 16 would split them at random). */
+    return aligned_alloc(64, (size + 63) & ~(size_t)63);
 }
 
 void ev__cache_free(int kind, void *p)

@@ -164,16 +164,19 @@ ev__block *ev__reuse_unpark(ev__storage *s);
  * upper layer's state, is set at most once (see ev_tensor_ext_set). */
 struct ev_tensor {
     atomic_int refs;
-    _Atomic(ev_tensor_ext *) ext;
-    bool is_alias;                  /* made by ev_tensor_alias */
     ev_dtype dtype;
+    _Atomic(ev_tensor_ext *) ext;
     int ndim;
+    bool is_alias;                  /* made by ev_tensor_alias */
     int64_t numel;
     int64_t offset;                 /* elements from the storage start */
+    ev__storage *storage;           /* one reference owned */
+    /* Last, and written only up to ndim: a tensor of up to 2 dimensions
+     * lies on 2 lines (structs are line-aligned, errors.c). */
     int64_t shape[EV_MAX_DIMS];
     int64_t strides[EV_MAX_DIMS];   /* in elements */
-    ev__storage *storage;           /* one reference owned */
 };
+_Static_assert(offsetof(ev_tensor, shape) == 48, "a tensor's header is 48 bytes");
 
 static inline char *ev__tensor_base(const ev_tensor *t)
 {
