@@ -1,7 +1,7 @@
 /* The autograd layer from C: gradients of a small graph, grad_of without
  * touching .grad, the saved-tensor version check, a freed graph, hooks, and
  * a chain long enough that a recursive walk or free would overflow the
- * stack. EV_TEST_CONCURRENCY: a second OS thread runs a backward of its own
+ * stack, a graph built on two threads. EV_TEST_CONCURRENCY: a second OS thread runs a backward of its own
  * graph while this one does. */
 #include <pthread.h>
 
@@ -260,6 +260,52 @@ static void test_two_threads_two_graphs(void)
     CHECK_EQ(pthread_join(t, NULL), 0);
 }
 
+/* A node made on a thread that has made few nodes, from the output of one
+ * made on a thread that has made many: grad_of's pruning visits a node's
+ * inputs' nodes first, so the new node must still order after them. */
+typedef struct mul_job {
+    ev_tensor *y, *w, *s;
+} mul_job;
+
+static void *mul_sum_on_fresh_thread(void *arg)
+{
+    mul_job *j = arg;
+    ev_tensor *z;
+    CHECK_OK(ev_ag_binary(&EX, EV_OP_MUL, j->y, j->w, &z));
+    CHECK_OK(ev_ag_reduce(&EX, EV_REDUCE_SUM, z, 0, NULL, 0, &j->s));
+    ev_tensor_unref(z);
+    return NULL;
+}
+
+static void test_graph_across_threads(void)
+{
+    double xv[2] = {1, 2}, wv[2] = {3, 4}, ones[2] = {1, 1};
+    int64_t shape[1] = {2};
+    ev_tensor *x = leaf(2, xv), *w = leaf(2, wv), *y = ev_tensor_ref(x);
+    ev_tensor *one = tensor_from(EV_FLOAT64, 1, shape, ones);
+    for (int k = 0; k < 1000; k++) { /* y = x + 1000, node by node */
+        ev_tensor *next;
+        CHECK_OK(ev_ag_binary(&EX, EV_OP_ADD, y, one, &next));
+        ev_tensor_unref(y);
+        y = next;
+    }
+    mul_job j = {y, w, NULL};
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, mul_sum_on_fresh_thread, &j), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    ev_tensor *g = NULL;
+    CHECK_OK(ev_ag_grad_of(&EX, 1, &j.s, NULL, 1, &x, 0, 0, &g));
+    double v[2];
+    read_f64(g, v);
+    CHECK(v[0] == 3 && v[1] == 4);
+    ev_tensor_unref(g);
+    ev_tensor_unref(j.s);
+    ev_tensor_unref(y);
+    ev_tensor_unref(one);
+    ev_tensor_unref(x);
+    ev_tensor_unref(w);
+}
+
 int main(void)
 {
     test_setup();
@@ -272,6 +318,7 @@ int main(void)
     RUN_TEST(test_long_chain);
     RUN_TEST(test_grad_mode);
     RUN_TEST(test_two_threads_two_graphs);
+    RUN_TEST(test_graph_across_threads);
     test_teardown();
     return 0;
 }
