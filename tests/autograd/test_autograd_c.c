@@ -1,8 +1,8 @@
 /* The autograd layer from C: gradients of a small graph, grad_of without
  * touching .grad, the saved-tensor version check, a freed graph, hooks, and
  * a chain long enough that a recursive walk or free would overflow the
- * stack, a graph built on two threads. EV_TEST_CONCURRENCY: a second OS thread runs a backward of its own
- * graph while this one does. */
+ * stack, and a graph built on two threads. EV_TEST_CONCURRENCY: a second
+ * OS thread runs a backward of its own graph while this one does. */
 #include <pthread.h>
 
 #include "eagervm/autograd.h"
