@@ -61,63 +61,13 @@ typedef struct ev__ag_saved {
 #define EV__AG_CACHE_NODE EV__CACHE_UPPER_A
 #define EV__AG_CACHE_META EV__CACHE_UPPER_B
 /* The bytes that making and freeing a node of up to 3 inputs touch: its
- * first 3 lines (the struct cache hands out line-aligned structs and
- * prefetches their first 192 bytes, errors.c). What few nodes use (a
- * leaf, an inner node, an input's shape that differs from the output's,
- * arguments) comes after, written only when used: a graph of tiny ops is
- * mostly these lines, and a chain of ops brings them through the cache
- * once each. */
-#define EV__AG_NODE_HOT_BYTES 192
-
-/* Bits of ev_ag_node.cold: which of the fields after the hot lines hold
- * something (the others are not even initialised). */
-enum { EV__AG_COLD_LEAF = 1, EV__AG_COLD_INNER = 2 };
-
-struct ev_ag_node {
-    atomic_int refs;
-    int n_next;
-    const ev__ag_fn *fn;
-    union {
-        uint64_t seq;       /* above its inputs' nodes' seq (and, on one
-                             * thread, creation order): higher runs first */
-        ev_ag_node *free_next; /* once dead: the free list while freeing */
-    };
-    ev_vm *vm;
-    const ev_site *site;    /* the forward op's site */
-    const ev_site *bw_site; /* interned: the backward's name at that site */
-    ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
-    uint32_t thread_uid;    /* the forward op's thread uid */
-    uint8_t n_saved;
-    uint8_t layout_only;    /* bit i: saved[i] is kept for its shape, strides
-                             * and offset only (no version check) */
-    bool released;          /* saved tensors dropped by a backward */
-    uint8_t cold;           /* EV__AG_COLD_* */
-    ev__ag_saved saved[EV__AG_MAX_SAVED];
-    ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
-    ev__ag_edge inline_next[EV__AG_INLINE_NEXT];
-    /* Inputs 0..2 of a node with inline edges: dtype and ndim, and bit i
-     * of shape_is_out: input i's shape is the output's (so it is not
-     * written; the gradient, shaped like the output, gives it). */
-    uint8_t in_dtype[EV__AG_INLINE_NEXT];
-    int8_t in_ndim[EV__AG_INLINE_NEXT];
-    uint8_t shape_is_out;
-    /* ---- cold: written only when used */
-    ev_tensor *leaf;        /* EV__AG_COLD_LEAF: the accumulator's leaf (owned) */
-    ev_ag_node *inner;      /* EV__AG_COLD_INNER: owned: the in-place op a
-                             * CopySlices node applies */
-    ev__ag_input *big_inputs; /* n_next > EV__AG_INLINE_NEXT: every input */
-    int64_t in_shape[EV__AG_INLINE_NEXT][EV_MAX_DIMS]; /* unless shape_is_out */
-    _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
-};
-
-static inline ev_tensor *ev__ag_node_leaf(const ev_ag_node *n)
-{
-    return n->cold & EV__AG_COLD_LEAF ? n->leaf : NULL;
-}
-static inline ev_ag_node *ev__ag_node_inner(const ev_ag_node *n)
-{
-    return n->cold & EV__AG_COLD_INNER ? n->inner : NULL;
-}
+ * first 4 lines, the last its output's state (the struct cache hands out
+ * line-aligned structs and prefetches their first 256 bytes, errors.c).
+ * What few nodes use (a leaf, an inner node, an input's shape that
+ * differs from the output's, arguments) comes after, written only when
+ * used: a graph of tiny ops is mostly these lines, and a chain of ops
+ * brings them through the cache once each. */
+#define EV__AG_NODE_HOT_BYTES 256
 
 /* What few tensors have: a leaf's accumulator and hooks, a gradient kept
  * on the tensor. Kept apart so that every op's output state fits a line. */
@@ -147,6 +97,66 @@ typedef struct ev__ag_meta {
      * (so a pointer read once stays good); NULL until then. */
     ev__ag_leaf *leaf;
 } ev__ag_meta;
+
+/* Bits of ev_ag_node.cold: which of the fields after the hot lines hold
+ * something (the others are not even initialised). */
+enum { EV__AG_COLD_LEAF = 1, EV__AG_COLD_INNER = 2 };
+/* Another bit of ev_ag_node.cold: out_meta is its output's state. */
+enum { EV__AG_OUT_META_USED = 4 };
+
+struct ev_ag_node {
+    atomic_int refs;
+    int n_next;
+    const ev__ag_fn *fn;
+    union {
+        uint64_t seq;       /* above its inputs' nodes' seq (and, on one
+                             * thread, creation order): higher runs first */
+        ev_ag_node *free_next; /* once dead: the free list while freeing */
+    };
+    ev_vm *vm;
+    const ev_site *site;    /* the forward op's site */
+    const ev_site *bw_site; /* interned: the backward's name at that site */
+    ev__ag_hook *hooks;     /* on the gradient of output 0, in order */
+    uint32_t thread_uid;    /* the forward op's thread uid */
+    uint8_t n_saved;
+    uint8_t layout_only;    /* bit i: saved[i] is kept for its shape, strides
+                             * and offset only (no version check) */
+    bool released;          /* saved tensors dropped by a backward */
+    uint8_t cold;           /* EV__AG_COLD_* */
+    ev__ag_saved saved[EV__AG_MAX_SAVED];
+    ev__ag_edge *next;      /* n_next entries: inline_next or allocated */
+    ev__ag_edge inline_next[EV__AG_INLINE_NEXT];
+    /* Inputs 0..2 of a node with inline edges: dtype and ndim, and bit i
+     * of shape_is_out: input i's shape is the output's (so it is not
+     * written; the gradient, shaped like the output, gives it). */
+    uint8_t in_dtype[EV__AG_INLINE_NEXT];
+    int8_t in_ndim[EV__AG_INLINE_NEXT];
+    uint8_t shape_is_out;
+    /* The state of the node's output when the output had none (the common
+     * case), so that recording an op makes one struct, not two. It holds
+     * the reference on the node that keeps this memory alive (see
+     * ev__ag_meta_host). */
+    ev__ag_meta out_meta;
+    /* ---- cold: written only when used */
+    ev_tensor *leaf;        /* EV__AG_COLD_LEAF: the accumulator's leaf (owned) */
+    ev_ag_node *inner;      /* EV__AG_COLD_INNER: owned: the in-place op a
+                             * CopySlices node applies */
+    ev__ag_input *big_inputs; /* n_next > EV__AG_INLINE_NEXT: every input */
+    int64_t in_shape[EV__AG_INLINE_NEXT][EV_MAX_DIMS]; /* unless shape_is_out */
+    _Alignas(16) unsigned char arg[EV__AG_ARG_SIZE]; /* the op's arguments */
+};
+
+static inline ev_tensor *ev__ag_node_leaf(const ev_ag_node *n)
+{
+    return n->cold & EV__AG_COLD_LEAF ? n->leaf : NULL;
+}
+static inline ev_ag_node *ev__ag_node_inner(const ev_ag_node *n)
+{
+    return n->cold & EV__AG_COLD_INNER ? n->inner : NULL;
+}
+
+/* The node whose out_meta m is, or NULL if m was allocated by itself. */
+ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m);
 
 /* The meta of t, or NULL if it has none. */
 static inline ev__ag_meta *ev__ag_meta_of(const ev_tensor *t)

@@ -167,6 +167,7 @@ static ev_ag_node *node_try_ref(ev_ag_node *n)
     return NULL;
 }
 
+_Static_assert(offsetof(ev_ag_node, out_meta) == 192, "an output's state is the node's 4th line");
 _Static_assert(offsetof(ev_ag_node, leaf) <= EV__AG_NODE_HOT_BYTES,
                "what every node uses fits the lines the struct cache prefetches");
 _Static_assert(EV_DTYPE_COUNT <= 256 && EV_MAX_DIMS <= 127, "an input's dtype and ndim fit a byte");
@@ -412,6 +413,24 @@ void ev__ag_rebase(ev_tensor *base)
     }
 }
 
+static void meta_release_embedded(ev_tensor_ext *ext);
+
+ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m)
+{
+    return m->ext.release == meta_release_embedded
+               ? (ev_ag_node *)((char *)m - offsetof(ev_ag_node, out_meta))
+               : NULL;
+}
+
+/* Drops m's reference on old, a grad_fn it no longer has, unless old is
+ * its host: m's memory is that node's, so m keeps it until it goes. */
+static void meta_drop_grad_fn(ev__ag_meta *m, ev_ag_node *old)
+{
+    if (old != ev__ag_meta_host(m)) {
+        ev_ag_node_unref(old);
+    }
+}
+
 int ev__ag_remake_view(ev_tensor *t, ev__ag_meta *m)
 {
     ev__ag_meta *bm = ev__ag_meta_of(m->view_base);
@@ -442,16 +461,15 @@ int ev__ag_remake_view(ev_tensor *t, ev__ag_meta *m)
     m->output_nr = 0;
     m->view_gen = gen;
     ev__lock_release(&m->lock);
-    ev_ag_node_unref(old);
+    meta_drop_grad_fn(m, old);
     return 0;
 }
 
 /* ------------------------------------------------------------ tensor state */
 
-static void meta_release(ev_tensor_ext *ext)
+/* Drops what m holds but its memory. */
+static void meta_clear(ev__ag_meta *m)
 {
-    ev__ag_meta *m = (ev__ag_meta *)ext;
-    ev_ag_node_unref(m->grad_fn);
     ev_tensor_unref(m->view_base);
     if (m->leaf) {
         ev_tensor_unref(m->leaf->grad);
@@ -459,7 +477,25 @@ static void meta_release(ev_tensor_ext *ext)
         hooks_free(m->leaf->post_hooks);
         free(m->leaf);
     }
+}
+
+static void meta_release(ev_tensor_ext *ext)
+{
+    ev__ag_meta *m = (ev__ag_meta *)ext;
+    ev_ag_node_unref(m->grad_fn);
+    meta_clear(m);
     ev__cache_free(EV__AG_CACHE_META, m);
+}
+
+/* The release of a node's out_meta: its grad_fn, if another, and then the
+ * node (which frees m's memory). */
+static void meta_release_embedded(ev_tensor_ext *ext)
+{
+    ev__ag_meta *m = (ev__ag_meta *)ext;
+    ev_ag_node *host = ev__ag_meta_host(m);
+    meta_drop_grad_fn(m, m->grad_fn);
+    meta_clear(m);
+    ev_ag_node_unref(host);
 }
 
 /* A new, unpublished state (NULL when out of memory, with the message set). */
@@ -522,8 +558,15 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
     ev__ag_meta *m = ev__ag_meta_of(out);
     if (!m) {
         /* A new output (the common case): its state is filled in before it
-         * is published, so no lock is needed. */
-        if (!(m = meta_new())) {
+         * is published, so no lock is needed. It is the node's out_meta
+         * unless that is taken, and it takes over the node's reference. */
+        bool own = !(n->cold & EV__AG_OUT_META_USED);
+        if (own) {
+            m = &n->out_meta;
+            memset(m, 0, sizeof(*m)); /* the lock too: all zero is free */
+            m->ext.release = meta_release_embedded;
+            n->cold |= EV__AG_OUT_META_USED;
+        } else if (!(m = meta_new())) {
             ev_ag_node_unref(n);
             return EV_ENOMEM;
         }
@@ -539,7 +582,11 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
             return 0;
         }
         ev_tensor_unref(m->view_base);
-        meta_discard(m);
+        if (own) {
+            n->cold &= (uint8_t)~EV__AG_OUT_META_USED;
+        } else {
+            meta_discard(m);
+        }
         m = won; /* another thread gave it a state first: set it as below */
     }
     ev__lock_acquire(&m->lock);
@@ -553,7 +600,7 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
     }
     __atomic_store_n(&m->requires_grad, true, __ATOMIC_RELAXED);
     ev__lock_release(&m->lock);
-    ev_ag_node_unref(old);
+    meta_drop_grad_fn(m, old);
     return 0;
 }
 

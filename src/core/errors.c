@@ -182,10 +182,10 @@ void *ev__cache_alloc(int kind, size_t size)
              * someone else's work evicted costs latency once per chain
              * rather than once per op. */
             const char *next = cache->items[kind][len - 2];
-            /* The struct's first 3 lines: the largest struct cached, a
+            /* The struct's first 4 lines: the largest struct cached, a
              * graph node, is laid out so that every use touches only
              * those (EV__AG_NODE_HOT_BYTES in autograd-impl.h). */
-            size_t hot = size < 192 ? size : 192;
+            size_t hot = size < 256 ? size : 256;
             for (size_t off = 0; off < hot; off += 64) {
                 __builtin_prefetch(next + off, 1);
             }
