@@ -155,6 +155,17 @@ static inline ev_ag_node *ev__ag_node_inner(const ev_ag_node *n)
     return n->cold & EV__AG_COLD_INNER ? n->inner : NULL;
 }
 
+/* Frees n, whose last reference went (and the nodes that frees). */
+void ev__ag_node_free(ev_ag_node *n);
+/* ev_ag_node_unref, its common case inline. */
+static inline void ev__ag_node_unref(ev_ag_node *n)
+{
+    /* acq_rel: every use of the node happens before its free. */
+    if (n && atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) == 1) {
+        ev__ag_node_free(n);
+    }
+}
+
 /* The node whose out_meta m is, or NULL if m was allocated by itself. */
 ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m);
 

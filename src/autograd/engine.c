@@ -441,7 +441,7 @@ static void walk_free(walk *w)
 {
     for (size_t i = 0; i < w->cap; i++) {
         ev_tensor_unref(w->slots[i].buf);
-        ev_ag_node_unref(w->slots[i].node);
+        ev__ag_node_unref(w->slots[i].node);
     }
     free(w->slots);
     free(w->heap);
@@ -549,7 +549,7 @@ static int walk_run(const ev_exec *ex, const char *fn, int n, ev_tensor *const *
                                  "allow_unused=True to get None for it)",
                                  fn, i);
         }
-        ev_ag_node_unref(node);
+        ev__ag_node_unref(node);
     }
     if (!rc && w.grad_of) {
         rc = mark_needed(&w);
@@ -595,7 +595,7 @@ static int walk_run(const ev_exec *ex, const char *fn, int n, ev_tensor *const *
         }
     }
     for (int i = 0; i < nroots; i++) {
-        ev_ag_node_unref(roots[i]);
+        ev__ag_node_unref(roots[i]);
     }
     if (roots != small) {
         free(roots);

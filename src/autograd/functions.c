@@ -155,7 +155,7 @@ static int record_as(const ev_exec *ex, const ev__ag_fn *fn, int n, ev_tensor *c
         }
         node = NULL;
     }
-    ev_ag_node_unref(node);
+    ev__ag_node_unref(node);
     ev_tensor_unref(*out);
     *out = NULL;
     return rc;
@@ -250,7 +250,7 @@ static int record_inplace_n(const ev_exec *ex, const ev__ag_fn *fn, int saves, c
         rc = ev__ag_save(node, 2, a, true);
     }
     if (rc) {
-        ev_ag_node_unref(node);
+        ev__ag_node_unref(node);
         return rc;
     }
     if (base) {
@@ -968,7 +968,7 @@ ev_ag_node *ev__ag_view_node(const ev_exec *ex, ev_tensor *view, ev_tensor *base
 {
     ev_ag_node *n = ev__ag_node_new(ex, &as_strided_fn, 1, &base, view);
     if (n && (ev__ag_save_layout(n, 0, base) || ev__ag_save_layout(n, 1, view))) {
-        ev_ag_node_unref(n);
+        ev__ag_node_unref(n);
         n = NULL;
     }
     return n;
@@ -1014,7 +1014,7 @@ static int rebase_through_view(const ev_exec *ex, ev_ag_node *f, int n,
                                ev_tensor *const *inputs, ev_tensor *base)
 {
     if (n > EV__AG_INLINE_NEXT) {
-        ev_ag_node_unref(f);
+        ev__ag_node_unref(f);
         return ev__set_message(EV_EINVAL, "autograd: an in-place op of %d inputs on a view", n);
     }
     ev_tensor *in[EV__AG_INLINE_NEXT] = {base};
@@ -1023,14 +1023,14 @@ static int rebase_through_view(const ev_exec *ex, ev_ag_node *f, int n,
     }
     ev_ag_node *c = ev__ag_node_new(ex, &copy_slices_fn, n, in, base);
     if (!c) {
-        ev_ag_node_unref(f);
+        ev__ag_node_unref(f);
         return EV_ENOMEM;
     }
     ev__ag_node_set_inner(c, f);
     int rc = ev__ag_save_layout(c, 0, base);
     rc = rc ? rc : ev__ag_save_layout(c, 1, inputs[0]);
     if (rc) {
-        ev_ag_node_unref(c);
+        ev__ag_node_unref(c);
         return rc;
     }
     rc = ev__ag_set_output(c, base, NULL);
@@ -1562,7 +1562,7 @@ int ev_ag_assign_(const ev_exec *ex, ev_tensor *base, ev_tensor *view, ev_tensor
     }
     int rc = ev_copy_(ex, view, src);
     if (rc) {
-        ev_ag_node_unref(f);
+        ev__ag_node_unref(f);
         return rc;
     }
     return rebase_through_view(ex, f, 2, in, base);

@@ -88,7 +88,7 @@ static void node_free_one(ev_ag_node *n)
      * nodes' lines are asked for as they join free_list), and the saved
      * tensors join a batch, each fetched as it joins. */
     for (int i = 0; i < n->n_next; i++) {
-        ev_ag_node_unref(n->next[i].node);
+        ev__ag_node_unref(n->next[i].node);
     }
     for (int i = 0; i < n->n_saved; i++) {
         if (n->saved[i].t) {
@@ -113,7 +113,9 @@ static void node_free_one(ev_ag_node *n)
         ev_tensor_unref(n->leaf);
     }
     hooks_free(n->hooks);
-    ev_ag_node_unref(ev__ag_node_inner(n));
+    if (n->cold & EV__AG_COLD_INNER) {
+        ev__ag_node_unref(n->inner);
+    }
     if (n->next != n->inline_next) {
         free(n->next);
         free(n->big_inputs);
@@ -131,10 +133,11 @@ void ev_ag_node_ref(ev_ag_node *n)
 
 void ev_ag_node_unref(ev_ag_node *n)
 {
-    /* acq_rel: every use of the node happens before its free. */
-    if (!n || atomic_fetch_sub_explicit(&n->refs, 1, memory_order_acq_rel) != 1) {
-        return;
-    }
+    ev__ag_node_unref(n);
+}
+
+void ev__ag_node_free(ev_ag_node *n)
+{
     n->free_next = free_list;
     free_list = n;
     node_prefetch_rest(n);
@@ -353,7 +356,7 @@ ev_ag_node *ev__ag_node_new(const ev_exec *ex, const ev__ag_fn *fn, int n,
         if (inputs[i]) {
             input_of(node, i, inputs[i], out);
             if (fresh_edge_of(inputs[i], &node->next[i]) != 0) {
-                ev_ag_node_unref(node);
+                ev__ag_node_unref(node);
                 return NULL;
             }
             const ev_ag_node *in = node->next[i].node;
@@ -427,7 +430,7 @@ ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m)
 static void meta_drop_grad_fn(ev__ag_meta *m, ev_ag_node *old)
 {
     if (old != ev__ag_meta_host(m)) {
-        ev_ag_node_unref(old);
+        ev__ag_node_unref(old);
     }
 }
 
@@ -482,7 +485,7 @@ static void meta_clear(ev__ag_meta *m)
 static void meta_release(ev_tensor_ext *ext)
 {
     ev__ag_meta *m = (ev__ag_meta *)ext;
-    ev_ag_node_unref(m->grad_fn);
+    ev__ag_node_unref(m->grad_fn);
     meta_clear(m);
     ev__cache_free(EV__AG_CACHE_META, m);
 }
@@ -495,7 +498,7 @@ static void meta_release_embedded(ev_tensor_ext *ext)
     ev_ag_node *host = ev__ag_meta_host(m);
     meta_drop_grad_fn(m, m->grad_fn);
     meta_clear(m);
-    ev_ag_node_unref(host);
+    ev__ag_node_unref(host);
 }
 
 /* A new, unpublished state (NULL when out of memory, with the message set). */
@@ -567,7 +570,7 @@ int ev__ag_set_output(ev_ag_node *n, ev_tensor *out, ev_tensor *view_of)
             m->ext.release = meta_release_embedded;
             n->cold |= EV__AG_OUT_META_USED;
         } else if (!(m = meta_new())) {
-            ev_ag_node_unref(n);
+            ev__ag_node_unref(n);
             return EV_ENOMEM;
         }
         m->grad_fn = n;

@@ -185,20 +185,24 @@ static inline bool ev__lane_completes_later(uint32_t limit, uint32_t lane)
 #define EV_INLINE_READERS 4
 
 struct ev_obj {
-    /* All fields but `poison` are guarded by vm->submit_lock. */
+    /* All fields but `poison` are guarded by vm->submit_lock. The first
+     * line holds what ev_obj_create writes, the second the first readers:
+     * an op's output, read once, touches 2 lines (objects are line-aligned,
+     * ev__cache_alloc). */
     ev_dep last_writer;            /* seq 0 = none */
     uint32_t n_readers;
-    ev_dep readers[EV_INLINE_READERS];
-    ev_dep *more_readers;          /* owned; worker-indexed, lazily allocated */
     uint32_t more_cap;
+    ev_dep *more_readers;          /* owned; worker-indexed, lazily allocated */
     _Atomic(ev_error *) poison;    /* owned reference; first error wins */
     ev_free_fn free_fn;            /* set at release */
     void *free_data;
     /* Released while its unfinished accesses all run on one worker: on that
      * worker's released list until they finish (guarded by submit_lock). */
     ev__link released_link;
-    uint64_t released_seq;         /* the last of those accesses */
+    uint64_t released_seq;         /* the last of those accesses; set with the link */
+    ev_dep readers[EV_INLINE_READERS];
 };
+_Static_assert(offsetof(struct ev_obj, released_seq) == 64, "what creating an object writes is one line");
 
 typedef struct ev_worker {
     /* Consumer side: touched by the worker thread. */

@@ -761,7 +761,6 @@ int ev_obj_create(ev_vm *vm, ev_obj **out)
     obj->free_fn = NULL;
     obj->free_data = NULL;
     obj->released_link.next = NULL;
-    obj->released_seq = 0;
     *out = obj;
     return 0;
 }
