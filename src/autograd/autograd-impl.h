@@ -98,11 +98,9 @@ typedef struct ev__ag_meta {
     ev__ag_leaf *leaf;
 } ev__ag_meta;
 
-/* Bits of ev_ag_node.cold: which of the fields after the hot lines hold
- * something (the others are not even initialised). */
-enum { EV__AG_COLD_LEAF = 1, EV__AG_COLD_INNER = 2 };
-/* Another bit of ev_ag_node.cold: out_meta is its output's state. */
-enum { EV__AG_OUT_META_USED = 4 };
+/* Bits of ev_ag_node.cold: which of the fields past the first 3 lines
+ * hold something (the others are not even initialised). */
+enum { EV__AG_COLD_LEAF = 1, EV__AG_COLD_INNER = 2, EV__AG_OUT_META_USED = 4 };
 
 struct ev_ag_node {
     atomic_int refs;
@@ -132,10 +130,10 @@ struct ev_ag_node {
     uint8_t in_dtype[EV__AG_INLINE_NEXT];
     int8_t in_ndim[EV__AG_INLINE_NEXT];
     uint8_t shape_is_out;
-    /* The state of the node's output when the output had none (the common
-     * case), so that recording an op makes one struct, not two. It holds
-     * the reference on the node that keeps this memory alive (see
-     * ev__ag_meta_host). */
+    /* EV__AG_OUT_META_USED: the state of the node's output, when the
+     * output had none (the common case), so that recording an op makes one
+     * struct, not two. It holds the reference on the node that keeps this
+     * memory alive (meta_host in graph.c). */
     ev__ag_meta out_meta;
     /* ---- cold: written only when used */
     ev_tensor *leaf;        /* EV__AG_COLD_LEAF: the accumulator's leaf (owned) */
@@ -165,9 +163,6 @@ static inline void ev__ag_node_unref(ev_ag_node *n)
         ev__ag_node_free(n);
     }
 }
-
-/* The node whose out_meta m is, or NULL if m was allocated by itself. */
-ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m);
 
 /* The meta of t, or NULL if it has none. */
 static inline ev__ag_meta *ev__ag_meta_of(const ev_tensor *t)

@@ -413,9 +413,8 @@ static int execute(walk *w)
         entry *e = lookup(w, heap_pop(w));
         if (e->buf) {
             if (e->capture >= 0 && !e->node->fn->backward) {
-                rc = run_hooks(ev__ag_node_leaf(e->node)
-                                   ? ev__ag_leaf_of(ev__ag_meta_of(ev__ag_node_leaf(e->node)))->hooks
-                                   : NULL,
+                ev_tensor *leaf = ev__ag_node_leaf(e->node);
+                rc = run_hooks(leaf ? ev__ag_leaf_of(ev__ag_meta_of(leaf))->hooks : NULL,
                                &e->buf, &e->fresh);
             } else {
                 rc = run_node(w, e);

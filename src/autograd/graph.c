@@ -418,7 +418,8 @@ void ev__ag_rebase(ev_tensor *base)
 
 static void meta_release_embedded(ev_tensor_ext *ext);
 
-ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m)
+/* The node whose out_meta m is, or NULL if m was allocated by itself. */
+static ev_ag_node *meta_host(const ev__ag_meta *m)
 {
     return m->ext.release == meta_release_embedded
                ? (ev_ag_node *)((char *)m - offsetof(ev_ag_node, out_meta))
@@ -429,7 +430,7 @@ ev_ag_node *ev__ag_meta_host(const ev__ag_meta *m)
  * its host: m's memory is that node's, so m keeps it until it goes. */
 static void meta_drop_grad_fn(ev__ag_meta *m, ev_ag_node *old)
 {
-    if (old != ev__ag_meta_host(m)) {
+    if (old != meta_host(m)) {
         ev__ag_node_unref(old);
     }
 }
@@ -495,7 +496,7 @@ static void meta_release(ev_tensor_ext *ext)
 static void meta_release_embedded(ev_tensor_ext *ext)
 {
     ev__ag_meta *m = (ev__ag_meta *)ext;
-    ev_ag_node *host = ev__ag_meta_host(m);
+    ev_ag_node *host = meta_host(m);
     meta_drop_grad_fn(m, m->grad_fn);
     meta_clear(m);
     ev__ag_node_unref(host);
