@@ -17,13 +17,15 @@ ops) with one operand broadcast along a row; `reduction` reduces 1K and 1M
 elements over everything, along rows and along columns. Inputs are drawn from the row's
 input domain, in float32 when the row's rule accepts floats, else in int64.
 Each repeat runs a batch of the op (200 at 1K, 5 at 1M or more when that
-would take under a millisecond) in eagervm, NumPy
-and PyTorch, one after the other (--repeats of them, three times as many
-for the short 1K batches), so a slow minute of a shared machine hits
-all three; eagervm's batch ends in a sync (synchronize()), so it measures
-the work, not only its issue. One line
-per case: the median time of each, and the ratios NumPy/eagervm and
-PyTorch/eagervm (above 1: eagervm is faster). The summary gives the
+would take under a millisecond) in eagervm and in one peer, one after the
+other and first in turn (--repeats of them, three times as many for the
+short 1K batches), so a slow minute of a shared machine hits both; one pass
+of repeats with NumPy, then one with PyTorch, so that neither peer's
+after-effects (PyTorch's OpenMP threads) land on the other's comparison.
+eagervm's batch ends in a sync (synchronize()), so it measures the work,
+not only its issue. One line per case: the median time of each (eagervm's
+from the NumPy pass), and the ratios NumPy/eagervm and PyTorch/eagervm,
+each from its own pass (above 1: eagervm is faster). The summary gives the
 geometric mean of the ratios at each size and lists every case below 0.9x
 NumPy. The memory-bound cases at 1M (cheap elementwise ops, casts, copies,
 cat, where, creation, reductions) also print the bytes they must move per
@@ -360,14 +362,15 @@ _warmed_up = False
 
 
 def measure(case, repeats):
-    """Median seconds per op of eagervm, NumPy and PyTorch (None: no such
-    peer), and the bytes the op moves."""
+    """Median seconds per op of eagervm beside NumPy, of NumPy, of PyTorch,
+    of eagervm beside PyTorch (None: no such peer), and the bytes the op
+    moves."""
     global _warmed_up
     run_ev, run_np, run_t, moved = case.make()
     runs = [r for r in (run_ev, run_np, run_t) if r is not None]
-    syncs = [ev.synchronize] + [None] * (len(runs) - 1)
     warm = []
-    for fn, sync in zip(runs, syncs):
+    for fn in runs:
+        sync = ev.synchronize if fn is run_ev else None
         warm.append(_time(fn, 2, sync))  # warm-up: allocator caches, lazy imports, page faults
         # The process's first case also warms the process: for 0.2 s each
         # peer (the first case of a run used to measure 50x slow).
@@ -383,18 +386,37 @@ def measure(case, repeats):
     if case.size != "1K":
         fastest = max(min(warm), 1e-9)
         inner = max(inner, min(20000, int(1e-3 / fastest)))
-    times = [[] for _ in runs]
     if case.size == "1K":
         # A 1K batch lasts about 0.1 ms: three times the repeats cost a
         # fraction of a 1M case's time, and keep a burst of another
         # process's load (which moves a 1K median by 20% here) out of the
         # median, for every peer alike.
         repeats *= 3
-    for _ in range(repeats):
-        for k, fn in enumerate(runs):  # alternate the peers within each repeat
-            times[k].append(_time(fn, inner, syncs[k]))
-    med = iter(statistics.median(t) for t in times)
-    return [next(med) if r is not None else None for r in (run_ev, run_np, run_t)] + [moved]
+    # One pass per peer, eagervm alternating with that peer alone, first
+    # and second in turn. With all three in one loop, PyTorch's batch (its
+    # OpenMP threads woken and put to sleep 200 times) left the vCPUs in a
+    # state that slowed the next batch: eagervm's 1K ops, whose worker
+    # thread runs on the other vCPU, took 0.8-1.0 us there against
+    # 0.45-0.5 us beside NumPy alone, while NumPy, on one thread, lost less.
+    # Each ratio now compares two runtimes under the same conditions.
+    if run_np is None and run_t is None:
+        t_ev = statistics.median(_time(run_ev, inner, ev.synchronize) for _ in range(repeats))
+        return t_ev, None, None, None, moved
+    out = []
+    for peer in (run_np, run_t):
+        if peer is None:
+            out.append((None, None))
+            continue
+        t_ev, t_peer = [], []
+        for k in range(repeats):
+            if k % 2:
+                t_peer.append(_time(peer, inner))
+            t_ev.append(_time(run_ev, inner, ev.synchronize))  # the work, not only its issue
+            if not k % 2:
+                t_peer.append(_time(peer, inner))
+        out.append((statistics.median(t_ev), statistics.median(t_peer)))
+    (ev_np, t_np), (ev_t, t_t) = out
+    return ev_np, t_np, t_t, ev_t, moved
 
 
 # ------------------------------------------------------------- bandwidth
@@ -487,9 +509,11 @@ def run_cases(args, bw):
         for case in cases_for(row):
             if args.quick and not case.name.endswith(("contiguous", "all", "1K", "1M")):
                 continue
-            t_ev, t_np, t_t, moved = measure(case, repeats)
+            t_ev, t_np, t_t, t_ev_t, moved = measure(case, repeats)
+            if t_ev is None:  # no NumPy figure: the time beside PyTorch
+                t_ev = t_ev_t
             r_np = t_np / t_ev if t_np else None
-            r_t = t_t / t_ev if t_t else None
+            r_t = t_t / t_ev_t if t_t else None
             if r_np:
                 ratios[case.size][0].append(r_np)
                 if r_np < 0.9:
