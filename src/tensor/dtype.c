@@ -20,6 +20,12 @@ static const ev_dtype_info dtype_table[EV_DTYPE_COUNT] = {
 #undef EV_DTYPE_ROW
 };
 
+const uint8_t ev__dtype_sizes[EV_DTYPE_COUNT] = {
+#define EV_DTYPE_SIZE(id, name, ctype, kind, compute) [EV_##id] = sizeof(ctype),
+    EV_DTYPE_MAP(EV_DTYPE_SIZE)
+#undef EV_DTYPE_SIZE
+};
+
 const ev_dtype_info *ev_dtype_get_info(ev_dtype dtype)
 {
     if ((unsigned)dtype >= EV_DTYPE_COUNT) {

@@ -23,9 +23,14 @@
 #define EV__CTYPE_INT8 int8_t
 #define EV__CTYPE_INT16 int16_t
 
+/* Each dtype's element size (dtype.c), read inline: ev__dsize runs several
+ * times per op, and a call to ev_dtype_get_info cost 8 instructions each. */
+extern const uint8_t ev__dtype_sizes[EV_DTYPE_COUNT];
+
+/* d's element size; d must be a valid dtype (internal callers only). */
 static inline size_t ev__dsize(ev_dtype d)
 {
-    return ev_dtype_get_info(d)->size;
+    return ev__dtype_sizes[d];
 }
 
 /* Converts a host scalar to dtype d (as a cast does) and stores it at dst. */
