@@ -113,9 +113,7 @@ static void node_free_one(ev_ag_node *n)
         ev_tensor_unref(n->leaf);
     }
     hooks_free(n->hooks);
-    if (n->cold & EV__AG_COLD_INNER) {
-        ev__ag_node_unref(n->inner);
-    }
+    ev__ag_node_unref(ev__ag_node_inner(n));
     if (n->next != n->inline_next) {
         free(n->next);
         free(n->big_inputs);

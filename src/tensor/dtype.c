@@ -12,7 +12,7 @@
 
 #include "tensor/tensor-impl.h"
 
-static const ev_dtype_info dtype_table[EV_DTYPE_COUNT] = {
+const ev_dtype_info ev__dtype_table[EV_DTYPE_COUNT] = {
 /* is_unsigned: an integer C type in which -1 is positive. */
 #define EV_DTYPE_ROW(id, name, ctype, kind, compute) \
     [EV_##id] = {name, sizeof(ctype), kind, EV_##compute, (kind) == EV_KIND_INT && (ctype)-1 > 0},
@@ -20,18 +20,12 @@ static const ev_dtype_info dtype_table[EV_DTYPE_COUNT] = {
 #undef EV_DTYPE_ROW
 };
 
-const uint8_t ev__dtype_sizes[EV_DTYPE_COUNT] = {
-#define EV_DTYPE_SIZE(id, name, ctype, kind, compute) [EV_##id] = sizeof(ctype),
-    EV_DTYPE_MAP(EV_DTYPE_SIZE)
-#undef EV_DTYPE_SIZE
-};
-
 const ev_dtype_info *ev_dtype_get_info(ev_dtype dtype)
 {
     if ((unsigned)dtype >= EV_DTYPE_COUNT) {
         return NULL;
     }
-    return &dtype_table[dtype];
+    return &ev__dtype_table[dtype];
 }
 
 const char *ev_dtype_name(ev_dtype dtype)
@@ -55,7 +49,7 @@ int ev_dtype_is_float(ev_dtype dtype)
 int ev_dtype_from_name(const char *name, ev_dtype *out)
 {
     for (int d = 0; name && d < EV_DTYPE_COUNT; d++) {
-        if (strcmp(dtype_table[d].name, name) == 0) {
+        if (strcmp(ev__dtype_table[d].name, name) == 0) {
             *out = (ev_dtype)d;
             return 0;
         }
@@ -93,15 +87,15 @@ static ev_dtype smallest_of_kind(int kind, size_t min_size, int or_equal)
 {
     ev_dtype best = EV_DTYPE_COUNT, largest = EV_DTYPE_COUNT;
     for (int d = 0; d < EV_DTYPE_COUNT; d++) {
-        const ev_dtype_info *i = &dtype_table[d];
+        const ev_dtype_info *i = &ev__dtype_table[d];
         if (i->kind != kind || i->is_unsigned) {
             continue;
         }
-        if (largest == EV_DTYPE_COUNT || i->size > dtype_table[largest].size) {
+        if (largest == EV_DTYPE_COUNT || i->size > ev__dtype_table[largest].size) {
             largest = (ev_dtype)d;
         }
         int fits = or_equal ? i->size >= min_size : i->size > min_size;
-        if (fits && (best == EV_DTYPE_COUNT || i->size < dtype_table[best].size)) {
+        if (fits && (best == EV_DTYPE_COUNT || i->size < ev__dtype_table[best].size)) {
             best = (ev_dtype)d;
         }
     }
@@ -125,7 +119,7 @@ ev_dtype ev_promote_types(ev_dtype a, ev_dtype b)
          * every value of the unsigned one, else a wider signed one. */
         const ev_dtype_info *iu = ia->is_unsigned ? ia : ib;
         ev_dtype s = ia->is_unsigned ? b : a;
-        return dtype_table[s].size > iu->size ? s : smallest_of_kind(EV_KIND_INT, iu->size, 0);
+        return ev__dtype_table[s].size > iu->size ? s : smallest_of_kind(EV_KIND_INT, iu->size, 0);
     }
     if (ia->kind > ib->kind) {
         const ev_dtype_info *ti = ia;

@@ -23,14 +23,15 @@
 #define EV__CTYPE_INT8 int8_t
 #define EV__CTYPE_INT16 int16_t
 
-/* Each dtype's element size (dtype.c), read inline: ev__dsize runs several
- * times per op, and a call to ev_dtype_get_info cost 8 instructions each. */
-extern const uint8_t ev__dtype_sizes[EV_DTYPE_COUNT];
+/* ev_dtype_get_info's table (dtype.c), read inline here: ev__dsize runs
+ * several times per op, and the call with its bounds check cost 8
+ * instructions each. */
+extern const ev_dtype_info ev__dtype_table[EV_DTYPE_COUNT];
 
 /* d's element size; d must be a valid dtype (internal callers only). */
 static inline size_t ev__dsize(ev_dtype d)
 {
-    return ev__dtype_sizes[d];
+    return ev__dtype_table[d].size;
 }
 
 /* Converts a host scalar to dtype d (as a cast does) and stores it at dst. */
