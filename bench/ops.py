@@ -1,7 +1,7 @@
 """Every op of the op table (include/eagervm/ops.def) against NumPy and, when
 it is installed, PyTorch: the same math on the same data, in one process.
 
-    PYTHONPATH=python /usr/bin/python3 bench/ops.py [--repeats N] [--only NAME,...] [--quick]
+    PYTHONPATH=python /usr/bin/python3 bench/ops.py [--repeats N] [--passes N] [--only NAME,...] [--quick]
 
 One run measures this machine's read, copy and triad bandwidth with a plain C
 loop (bench_stream, built with the benchmarks) and then runs every case once
@@ -22,6 +22,10 @@ other and first in turn (--repeats of them, three times as many for the
 short 1K batches), so a slow minute of a shared machine hits both; one pass
 of repeats with NumPy, then one with PyTorch, so that neither peer's
 after-effects (PyTorch's OpenMP threads) land on the other's comparison.
+The repeats are spread over --passes (3) passes through all the cases, and
+each median pools a case's batches from every pass: a slow minute of the
+host then lands in a third of a case's batches, not in all of them, nor in
+a run of neighbouring cases together (--quick: one pass).
 eagervm's batch ends in a sync (synchronize()), so it measures the work,
 not only its issue. One line per case: the median time of each (eagervm's
 from the NumPy pass), and the ratios NumPy/eagervm and PyTorch/eagervm,
@@ -362,9 +366,9 @@ _warmed_up = False
 
 
 def measure(case, repeats):
-    """Median seconds per op of eagervm beside NumPy, of NumPy, of PyTorch,
-    of eagervm beside PyTorch (None: no such peer), and the bytes the op
-    moves."""
+    """One pass of a case: lists of seconds per op of eagervm beside NumPy,
+    of NumPy, of PyTorch and of eagervm beside PyTorch (empty: no such
+    peer), and the bytes the op moves."""
     global _warmed_up
     run_ev, run_np, run_t, moved = case.make()
     runs = [r for r in (run_ev, run_np, run_t) if r is not None]
@@ -400,21 +404,18 @@ def measure(case, repeats):
     # 0.45-0.5 us beside NumPy alone, while NumPy, on one thread, lost less.
     # Each ratio now compares two runtimes under the same conditions.
     if run_np is None and run_t is None:
-        t_ev = statistics.median(_time(run_ev, inner, ev.synchronize) for _ in range(repeats))
-        return t_ev, None, None, None, moved
+        t_ev = [_time(run_ev, inner, ev.synchronize) for _ in range(repeats)]
+        return t_ev, [], [], [], moved
     out = []
     for peer in (run_np, run_t):
-        if peer is None:
-            out.append((None, None))
-            continue
         t_ev, t_peer = [], []
-        for k in range(repeats):
+        for k in range(repeats if peer is not None else 0):
             if k % 2:
                 t_peer.append(_time(peer, inner))
             t_ev.append(_time(run_ev, inner, ev.synchronize))  # the work, not only its issue
             if not k % 2:
                 t_peer.append(_time(peer, inner))
-        out.append((statistics.median(t_ev), statistics.median(t_peer)))
+        out.append((t_ev, t_peer))
     (ev_np, t_np), (ev_t, t_t) = out
     return ev_np, t_np, t_t, ev_t, moved
 
@@ -499,41 +500,58 @@ def run_cases(args, bw):
           f"{torch.__version__ + ' (' + str(torch.get_num_threads()) + ' threads)' if torch else 'not installed'}"
           f", SciPy erf {'yes' if _np_erf is not None else 'no'}, OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}")
-    print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
-          f"{'x NumPy':>8} {'x PyTorch':>9} {'GB/s':>7} {'of mem':>6} {'of L3':>6}")
     ratios = {size: ([], []) for size in SIZES}
     slow, under_bw = [], []
-    for row in ev._C._op_table()["ops"]:
-        if only and row["name"] not in only:
-            continue
-        for case in cases_for(row):
-            if args.quick and not case.name.endswith(("contiguous", "all", "1K", "1M")):
-                continue
-            t_ev, t_np, t_t, t_ev_t, moved = measure(case, repeats)
-            if t_ev is None:  # no NumPy figure: the time beside PyTorch
-                t_ev = t_ev_t
-            r_np = t_np / t_ev if t_np else None
-            r_t = t_t / t_ev_t if t_t else None
-            if r_np:
-                ratios[case.size][0].append(r_np)
-                if r_np < 0.9:
-                    slow.append((case.name, r_np))
-            if r_t:
-                ratios[case.size][1].append(r_t)
-            gbs = moved / t_ev / 1e9 if moved and case.size == "1M" else None
-            frac = frac_l3 = None
-            if gbs and bw and case.memory_bound:
-                frac = gbs / limit_for(case.name, bw["memory"])
-                frac_l3 = gbs / limit_for(case.name, bw["same_size"])
-                if frac < 0.8:
-                    under_bw.append((case.name, frac))
-            print(f"{case.name:<44} {t_ev * 1e6:>11.1f} "
-                  f"{(t_np * 1e6 if t_np else float('nan')):>10.1f} "
-                  f"{(t_t * 1e6 if t_t else float('nan')):>11.1f} "
-                  f"{(f'{r_np:.2f}x' if r_np else '-'):>8} {(f'{r_t:.2f}x' if r_t else '-'):>9} "
-                  f"{(f'{gbs:.1f}' if gbs else ''):>7} {(f'{frac:.0%}' if frac else ''):>6} "
-                  f"{(f'{frac_l3:.0%}' if frac_l3 else ''):>6}",
-                  flush=True)
+    cases = [case for row in ev._C._op_table()["ops"] if not only or row["name"] in only
+             for case in cases_for(row)
+             if not args.quick or case.name.endswith(("contiguous", "all", "1K", "1M"))]
+    # The repeats are spread over passes through every case, minutes apart,
+    # and each median pools a case's times from all passes: a slow minute of
+    # the host then slows a third of a case's batches (of every peer's
+    # alike), not all of them, and not a run of neighbouring cases together.
+    passes = 1 if args.quick else args.passes
+    per_pass = max(2, math.ceil(repeats / passes))
+    samples = [([], [], [], [], 0) for _ in cases]
+    for p in range(passes):
+        t0 = time.perf_counter()
+        for i, case in enumerate(cases):
+            got = measure(case, per_pass)
+            samples[i] = tuple(a + b for a, b in zip(samples[i][:4], got[:4])) + (got[4],)
+        if passes > 1:
+            print(f"[{args.label}] pass {p + 1} of {passes}: {len(cases)} cases, "
+                  f"{per_pass} repeats each, {time.perf_counter() - t0:.0f} s", flush=True)
+
+    def median_or_none(xs):
+        return statistics.median(xs) if xs else None
+    print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
+          f"{'x NumPy':>8} {'x PyTorch':>9} {'GB/s':>7} {'of mem':>6} {'of L3':>6}")
+    for case, got in zip(cases, samples):
+        t_ev, t_np, t_t, t_ev_t = map(median_or_none, got[:4])
+        moved = got[4]
+        if t_ev is None:  # no NumPy figure: the time beside PyTorch
+            t_ev = t_ev_t
+        r_np = t_np / t_ev if t_np else None
+        r_t = t_t / t_ev_t if t_t else None
+        if r_np:
+            ratios[case.size][0].append(r_np)
+            if r_np < 0.9:
+                slow.append((case.name, r_np))
+        if r_t:
+            ratios[case.size][1].append(r_t)
+        gbs = moved / t_ev / 1e9 if moved and case.size == "1M" else None
+        frac = frac_l3 = None
+        if gbs and bw and case.memory_bound:
+            frac = gbs / limit_for(case.name, bw["memory"])
+            frac_l3 = gbs / limit_for(case.name, bw["same_size"])
+            if frac < 0.8:
+                under_bw.append((case.name, frac))
+        print(f"{case.name:<44} {t_ev * 1e6:>11.1f} "
+              f"{(t_np * 1e6 if t_np else float('nan')):>10.1f} "
+              f"{(t_t * 1e6 if t_t else float('nan')):>11.1f} "
+              f"{(f'{r_np:.2f}x' if r_np else '-'):>8} {(f'{r_t:.2f}x' if r_t else '-'):>9} "
+              f"{(f'{gbs:.1f}' if gbs else ''):>7} {(f'{frac:.0%}' if frac else ''):>6} "
+              f"{(f'{frac_l3:.0%}' if frac_l3 else ''):>6}",
+              flush=True)
 
     def gmean(xs):
         return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
@@ -561,9 +579,11 @@ def run_cases(args, bw):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=7,
-                    help="repeats a case (1K cases: three times as many)")
+                    help="repeats a case, over all passes (1K cases: three times as many)")
+    ap.add_argument("--passes", type=int, default=3,
+                    help="passes through every case, the repeats spread over them")
     ap.add_argument("--only", default="", help="comma-separated op names")
-    ap.add_argument("--quick", action="store_true", help="3 repeats, 1K and 1M contiguous only")
+    ap.add_argument("--quick", action="store_true", help="3 repeats in one pass, 1K and 1M contiguous only")
     ap.add_argument("--here", action="store_true",
                     help="only this interpreter's NumPy and PyTorch, not every peer environment")
     ap.add_argument("--label", default="this Python", help=argparse.SUPPRESS)
@@ -572,6 +592,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.passes < 1:
+        ap.error(f"--passes must be at least 1, got {args.passes}")
     if args.bandwidth is not None or args.here:
         bw = json.loads(args.bandwidth) if args.bandwidth else measure_bandwidth()
         summary = run_cases(args, bw)
