@@ -583,7 +583,8 @@ def main(argv=None):
     ap.add_argument("--passes", type=int, default=3,
                     help="passes through every case, the repeats spread over them")
     ap.add_argument("--only", default="", help="comma-separated op names")
-    ap.add_argument("--quick", action="store_true", help="3 repeats in one pass, 1K and 1M contiguous only")
+    ap.add_argument("--quick", action="store_true",
+                    help="3 repeats in one pass, 1K and 1M contiguous only")
     ap.add_argument("--here", action="store_true",
                     help="only this interpreter's NumPy and PyTorch, not every peer environment")
     ap.add_argument("--label", default="this Python", help=argparse.SUPPRESS)
