@@ -1,7 +1,8 @@
 """Every op of the op table (include/eagervm/ops.def) against NumPy and, when
 it is installed, PyTorch: the same math on the same data, in one process.
 
-    PYTHONPATH=python /usr/bin/python3 bench/ops.py [--repeats N] [--passes N] [--only NAME,...] [--quick]
+    PYTHONPATH=python /usr/bin/python3 bench/ops.py [--repeats N] [--passes N]
+        [--only NAME,...] [--quick]
 
 One run measures this machine's read, copy and triad bandwidth with a plain C
 loop (bench_stream, built with the benchmarks) and then runs every case once
