@@ -357,13 +357,15 @@ static void test_binary(void)
 
 /* pow's test pairs: in round 0 every special with every special, then a
  * mix of random bit patterns, small halves to half-integer powers (exact
- * results, overflow and underflow) and x of either sign to integer y. */
+ * results, overflow and underflow), x of either sign to integer y, and x of
+ * either sign in [1, 4) to integer y with |y log2 |x|| up to 800 or past
+ * 2^47 (the AVX-512 form's saturating scale, signs by parity). */
 enum { POW_N = 5003 }; /* above N_SPECIALS^2, and no multiple of 16 */
 
 static void fill_pow_pairs(float *xa, float *ya, long round)
 {
     for (int i = 0; i < POW_N; i++) {
-        int kind = i % 3;
+        int kind = i % 4;
         if (round == 0 && i < N_SPECIALS * N_SPECIALS) {
             xa[i] = specials[i / N_SPECIALS];
             ya[i] = specials[i % N_SPECIALS];
@@ -373,9 +375,13 @@ static void fill_pow_pairs(float *xa, float *ya, long round)
         } else if (kind == 1) {
             xa[i] = (float)((int)(rand32() % 17) - 8) * 0.5f;
             ya[i] = (float)((int)(rand32() % 301) - 150) * 0.5f;
-        } else {
+        } else if (kind == 2) {
             xa[i] = bits_float((rand32() & 0x80000000u) | (0x3c000000u + rand32() % 0x06000000u));
             ya[i] = (float)((int)(rand32() % 81) - 40);
+        } else {
+            xa[i] = bits_float((rand32() & 0x80000000u) | (0x3f800000u + rand32() % 0x01000000u));
+            float y = (float)((int)(rand32() % 801) - 400);
+            ya[i] = rand32() % 4 ? y : y * 0x1p40f;
         }
     }
 }
