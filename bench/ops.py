@@ -24,9 +24,11 @@ short 1K batches), so a slow minute of a shared machine hits both; one pass
 of repeats with NumPy, then one with PyTorch, so that neither peer's
 after-effects (PyTorch's OpenMP threads) land on the other's comparison.
 The repeats are spread over --passes (3) passes through all the cases, and
-each median pools a case's batches from every pass: a slow minute of the
-host then lands in a third of a case's batches, not in all of them, nor in
-a run of neighbouring cases together (--quick: one pass).
+each median pools a case's batches from every pass (20-30 s apart on a
+2-core machine): a slow spell of the host shorter than a pass then lands
+in a third of a case's batches, not in all of them, nor in a run of
+neighbouring cases together; a longer one still hits all (--quick: one
+pass).
 eagervm's batch ends in a sync (synchronize()), so it measures the work,
 not only its issue. One line per case: the median time of each (eagervm's
 from the NumPy pass), and the ratios NumPy/eagervm and PyTorch/eagervm,
@@ -506,10 +508,10 @@ def run_cases(args, bw):
     cases = [case for row in ev._C._op_table()["ops"] if not only or row["name"] in only
              for case in cases_for(row)
              if not args.quick or case.name.endswith(("contiguous", "all", "1K", "1M"))]
-    # The repeats are spread over passes through every case, minutes apart,
-    # and each median pools a case's times from all passes: a slow minute of
-    # the host then slows a third of a case's batches (of every peer's
-    # alike), not all of them, and not a run of neighbouring cases together.
+    # The repeats are spread over passes through every case, and each
+    # median pools a case's times from all passes: a slow spell of the host
+    # shorter than a pass then slows a third of a case's batches (of every
+    # peer's alike), not all of them, nor a run of neighbouring cases.
     passes = 1 if args.quick else args.passes
     per_pass = max(2, math.ceil(repeats / passes))
     samples = [([], [], [], [], 0) for _ in cases]
