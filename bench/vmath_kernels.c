@@ -126,6 +126,14 @@ EV__SIMD_CLONES static void pow_k(float *o, const float *a, const float *b, int6
     pow_f32_n(o, a, b, n);
 }
 
+/* As binary.c's atan2 loop: atan2_f32 element by element, vectorized. */
+EV__SIMD_CLONES static void atan2_k(float *o, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = atan2_f32(a[i], b[i]);
+    }
+}
+
 EV__SIMD_CLONES static void pow_portable_k(float *o, const float *a, const float *b, int64_t n)
 {
     pow_f32_n_portable(o, a, b, n);
@@ -196,6 +204,7 @@ int main(int argc, char **argv)
         {"atanh", atanh_k, NULL, -0.99f, 0.99f}, {"atanh_rows32", atanh_rows_k, NULL, -0.99f, 0.99f},
         {"log_rows32", log_rows_k, NULL, 0.5f, 1.5f},
         {"pow", NULL, pow_k, 0.5f, 1.5f},     {"pow_portable", NULL, pow_portable_k, 0.5f, 1.5f},
+        {"atan2", NULL, atan2_k, -10, 10},
         {"tan", tan_k, NULL, -10, 10},        {"tan_bounded", tan_bounded_k, NULL, -10, 10},
         {"sin", sin_k, NULL, -10, 10},        {"acos", acos_k, NULL, -1, 1},
         {"asin", asin_k, NULL, -1, 1},        {"atan", atan_k, NULL, -10, 10},
