@@ -508,18 +508,17 @@ def run_cases(args, bw):
     cases = [case for row in ev._C._op_table()["ops"] if not only or row["name"] in only
              for case in cases_for(row)
              if not args.quick or case.name.endswith(("contiguous", "all", "1K", "1M"))]
-    # The repeats are spread over passes through every case, and each
-    # median pools a case's times from all passes: a slow spell of the host
-    # shorter than a pass then slows a third of a case's batches (of every
-    # peer's alike), not all of them, nor a run of neighbouring cases.
+    # The repeats spread over passes, the times pooled (see the docstring).
     passes = 1 if args.quick else args.passes
-    per_pass = max(2, math.ceil(repeats / passes))
-    samples = [([], [], [], [], 0) for _ in cases]
+    per_pass = math.ceil(repeats / passes)
+    samples = [[[], [], [], []] for _ in cases]
+    moved_by_case = [0] * len(cases)
     for p in range(passes):
         t0 = time.perf_counter()
         for i, case in enumerate(cases):
-            got = measure(case, per_pass)
-            samples[i] = tuple(a + b for a, b in zip(samples[i][:4], got[:4])) + (got[4],)
+            *times, moved_by_case[i] = measure(case, per_pass)
+            for pooled, new in zip(samples[i], times):
+                pooled.extend(new)
         if passes > 1:
             print(f"[{args.label}] pass {p + 1} of {passes}: {len(cases)} cases, "
                   f"{per_pass} repeats each, {time.perf_counter() - t0:.0f} s", flush=True)
@@ -528,9 +527,8 @@ def run_cases(args, bw):
         return statistics.median(xs) if xs else None
     print(f"{'case':<44} {'eagervm us':>11} {'NumPy us':>10} {'PyTorch us':>11} "
           f"{'x NumPy':>8} {'x PyTorch':>9} {'GB/s':>7} {'of mem':>6} {'of L3':>6}")
-    for case, got in zip(cases, samples):
-        t_ev, t_np, t_t, t_ev_t = map(median_or_none, got[:4])
-        moved = got[4]
+    for case, got, moved in zip(cases, samples, moved_by_case):
+        t_ev, t_np, t_t, t_ev_t = map(median_or_none, got)
         if t_ev is None:  # no NumPy figure: the time beside PyTorch
             t_ev = t_ev_t
         r_np = t_np / t_ev if t_np else None
