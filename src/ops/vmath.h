@@ -1312,27 +1312,47 @@ VM_INLINE float logaddexp_f32(float x, float y)
 
 /* ------------------------------------------------------------------ pow
  *
- * powf as glibc's (Szabolcs Nagy's) in its outline, but vectorized: x^y =
- * 2^(y log2 |x|) with log2 and exp2 in double, which need no extra-
- * precision tricks in float. log2: |x| = 2^k z with z in [0.699, 1.398)
- * (exact, from the bits), split into 16 subintervals by z's top mantissa
- * bits; r = z / c - 1 = z invc - 1 (one rounding, |r| < 0.03), log2 z =
- * log2 c + r Q(r), Q a degree-4 fit (relative error 8e-11). The interval
- * around 1 has c = 1, so that r is exact there. exp2: t = y log2 |x| =
- * m/16 + f with |f| <= 1/32, 2^t = 2^(m/16) (1 + f P(f)), P a degree-2
- * fit (relative error 2.4e-9), 2^(m/16) from a table and exponent bits.
- * t is clamped to [-200, 200] so that 2^t stays a normal double; the one
- * conversion to float then gives overflow (inf), the subnormal results and
- * underflow (0) correctly rounded (the AVX-512 form needs no clamp: its
- * scalef saturates to inf or 0). Within 0.55 ulp (0.536 over 6
- * million pairs; one degree more in each fit gave 0.501 at 5% more time,
- * which left pow behind NumPy's).
+ * x^y = 2^(y log2 |x|), in float with the extra precision carried as
+ * double-float pairs (the fast form), or in double (the double form).
  *
- * The fast path takes finite nonzero normal x and finite y; negative x
- * gives NaN unless y is an integer, which sets the sign by its parity.
- * Zero, subnormal, infinite and NaN x and infinite and NaN y (C99's
- * special cases, rare in practice) go to libm's powf, lane by lane, so
- * they are exactly glibc's. vmath_avx512.h does the same operations in
+ * Both reduce alike: |x| = 2^k z with z in [0.699, 1.398) (exact, from the
+ * bits), split into 16 subintervals by z's top mantissa bits, with r = z
+ * invc - 1 (|r| < 0.03); the interval around 1 has invc = 1, so that r is
+ * exact there and log2 |x| keeps its relative precision near 1.
+ *
+ * The fast form, for |y| <= 64 and t = y log2 |x| in [-125, 127) (results
+ * normal or overflowing, y small enough that log2 |x|'s error of 2^-32
+ * stays below 2^-26 in t): z invc = p + pe exactly (one fused step) and
+ * r = p - 1 exactly; log2 |x| = hi + lo with hi = k + log2 c + r C1 (the
+ * table's log2 c has 16 fraction bits, so the sum with k is exact; Fast2Sum
+ * keeps hi's rounding), and lo the rest: C1's low part, pe's term, log2 c's
+ * low part and the tail r^2 P(r), P a degree-3 fit of (log2(1 + r) - r C1)
+ * / r^2 (absolute error 2^-36). t = th + tl, each product's rounding kept by
+ * a fused step. exp2: m = t rounded to 1/16 (m from th + tl, as tl can pass
+ * 1/32; th - m is exact), f = th - m + tl, 2^t = 2^(m/16) (1 + f Q(f)) with
+ * 2^(i/16) as a pair from a table and Q a degree-2 fit (relative error
+ * 2^-29), the product's last rounding the only large one. 16 lanes a step
+ * in AVX-512 against the double form's 8: a fifth to a quarter less time
+ * (bench/vmath_kernels.c at 4K, alternating: 0.83-0.99 against 1.05-1.27
+ * ns an element, on a loaded host).
+ *
+ * The double form, for the other lanes, is glibc's powf (Szabolcs Nagy's)
+ * in outline, vectorized: log2 z = log2 c + r Q(r), Q a degree-5 fit
+ * (relative error 3e-12); exp2: t = m/16 + f with |f| <= 1/32, 2^t =
+ * 2^(m/16) (1 + f P(f)), P a degree-3 fit (relative error 2.5e-12),
+ * 2^(m/16) from a table and exponent bits: a degree more in each than
+ * glibc's, as it takes the large |y| (with degree-4 and -2 fits, 0.74 ulp
+ * at y = 386). t is clamped to [-200, 200] so that 2^t
+ * stays a normal double; the one conversion to float then gives overflow
+ * (inf), the subnormal results and underflow (0) correctly rounded (the
+ * AVX-512 form needs no clamp: its scalef saturates to inf or 0).
+ *
+ * Within 0.6 ulp: 0.589 measured where the fast form answers, 0.501 where
+ * the double form does (30 million pairs, test_vmath's kinds). Finite nonzero normal x and finite y take these
+ * forms; negative x gives NaN unless y is an integer, which sets the sign
+ * by its parity. Zero, subnormal, infinite and NaN x and infinite and NaN y
+ * (C99's special cases, rare in practice) go to libm's powf, lane by lane,
+ * so they are exactly glibc's. vmath_avx512.h does the same operations in
  * AVX-512 intrinsics (tables by permutes, not gathers): the same bits. */
 static const double vm_pow_invc[16] = {
     0x1.661ec6a5122f9p+0, 0x1.571ed3c506b3ap+0, 0x1.49539e3b2d067p+0, 0x1.3c995a47babe7p+0,
@@ -1356,15 +1376,61 @@ static const uint64_t vm_pow_exp2_tab[16] = {
     0x3feee89f995ad3adull, 0x3fef199bdd85529cull, 0x3fef5818dcfba487ull, 0x3fefa4afa2a490daull,
 };
 #define VM_POW_OFF 0x3f330000u
-#define VM_POW_C0 0x1.71547652b82fep+0
-#define VM_POW_C1 -0x1.7154758a64a6fp-1
-#define VM_POW_C2 0x1.ec709c6c33eaep-2
-#define VM_POW_C3 -0x1.71805d16edf7fp-2
-#define VM_POW_C4 0x1.279c666f9adc4p-2
-#define VM_POW_E1 0x1.62e42fefa39efp-1
-#define VM_POW_E2 0x1.ebff918aa6010p-3
-#define VM_POW_E3 0x1.c6b299c5fec5fp-5
+#define VM_POW_C0 0x1.71547652bd0dap+0
+#define VM_POW_C1 -0x1.71547652d2ee0p-1
+#define VM_POW_C2 0x1.ec7097b443756p-2
+#define VM_POW_C3 -0x1.71546e7f83b67p-2
+#define VM_POW_C4 0x1.27be5034eae9ep-2
+#define VM_POW_C5 -0x1.ecffaf41f281bp-3
+#define VM_POW_E1 0x1.62e42fec3c29fp-1
+#define VM_POW_E2 0x1.ebfbdffda5935p-3
+#define VM_POW_E3 0x1.c6b3f6a253c78p-5
+#define VM_POW_E4 0x1.3b2a300bf9ec7p-7
 #define VM_POW_SHIFT 0x1.8p48 /* adding it rounds to a multiple of 1/16 */
+
+/* The fast form's tables: invc in float; -log2(invc) as a part of 16
+ * fraction bits and the rest; 2^(i/16) as a float and the rest. */
+static const float vm_powf_invc[16] = {
+    0x1.661ec6p+0f, 0x1.571ed4p+0f, 0x1.49539ep+0f, 0x1.3c995ap+0f,
+    0x1.30d19p+0f, 0x1.25e228p+0f, 0x1.1bb4a4p+0f, 0x1.12358ep+0f,
+    0x1.0953f4p+0f, 0x1.p+0f, 0x1.e573acp-1f, 0x1.ca4b3p-1f,
+    0x1.b20364p-1f, 0x1.9c2d14p-1f, 0x1.886e6p-1f, 0x1.767dcep-1f,
+};
+static const float vm_powf_logc_hi[16] = {
+    -0x1.efecp-2f, -0x1.b0b8p-2f, -0x1.7418p-2f, -0x1.39ep-2f,
+    -0x1.01d8p-2f, -0x1.97cp-3f, -0x1.2fap-3f, -0x1.961p-4f,
+    -0x1.a7p-5f, 0.0f, 0x1.3aap-4f, 0x1.4768p-3f,
+    0x1.e84p-3f, 0x1.4064p-2f, 0x1.88e8p-2f, 0x1.ce0cp-2f,
+};
+static const float vm_powf_logc_lo[16] = {
+    -0x1.7c1c78p-20f, 0x1.7fb2dp-18f, -0x1.57c494p-19f, 0x1.73395ap-18f,
+    -0x1.bb735p-18f, -0x1.d4d0c2p-19f, 0x1.cd586ap-19f, 0x1.ad2834p-19f,
+    0x1.8a438cp-19f, 0.0f, 0x1.825668p-19f, 0x1.50e12p-18f,
+    0x1.7d4622p-20f, 0x1.9c1f0ep-20f, 0x1.c392b8p-18f, -0x1.b5d2e6p-18f,
+};
+static const float vm_powf_exp2_hi[16] = {
+    0x1.p+0f, 0x1.0b5586p+0f, 0x1.172b84p+0f, 0x1.2387a6p+0f,
+    0x1.306fep+0f, 0x1.3dea64p+0f, 0x1.4bfdaep+0f, 0x1.5ab07ep+0f,
+    0x1.6a09e6p+0f, 0x1.7a1148p+0f, 0x1.8ace54p+0f, 0x1.9c4918p+0f,
+    0x1.ae89fap+0f, 0x1.c199bep+0f, 0x1.d5818ep+0f, 0x1.ea4afap+0f,
+};
+static const float vm_powf_exp2_lo[16] = {
+    0.0f, 0x1.9f3122p-25f, -0x1.c15742p-27f, 0x1.ceac48p-25f,
+    0x1.4636e2p-25f, 0x1.824684p-25f, -0x1.593abcp-25f, -0x1.5bd5ecp-27f,
+    0x1.9fcef4p-26f, -0x1.829fdp-25f, 0x1.15506ep-27f, 0x1.51f848p-27f,
+    -0x1.a94b14p-26f, -0x1.3d56b2p-27f, -0x1.822dbcp-27f, 0x1.52486cp-27f,
+};
+#define VM_POWF_C1H 0x1.715476p+0f /* C1 = 1/ln 2 = C1H + C1L */
+#define VM_POWF_C1L 0x1.4ae0cp-26f
+#define VM_POWF_P2 -0x1.715474p-1f
+#define VM_POWF_P3 0x1.ec7096p-2f
+#define VM_POWF_P4 -0x1.71a1dep-2f
+#define VM_POWF_P5 0x1.27c3f4p-2f
+#define VM_POWF_E1 0x1.62e43p-1f
+#define VM_POWF_E2 0x1.ebfff8p-3f
+#define VM_POWF_E3 0x1.c6b46ep-5f
+#define VM_POWF_SHIFT 0x1.8p19f /* adding it rounds to a multiple of 1/16 */
+#define VM_POWF_YMAX_BITS 0x42800000u /* 64.0f */
 
 /* 1 where the fast form cannot answer: x zero, subnormal, infinite or NaN,
  * y infinite or NaN. */
@@ -1415,8 +1481,9 @@ VM_INLINE double vm_pow_t(float z, int32_t k, float y, double invc, double logc,
 {
     double r = __builtin_fma((double)z, invc, -1.0);
     double y0 = logc + (double)k;
-    double q = __builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(
-                   VM_POW_C4, r, VM_POW_C3), r, VM_POW_C2), r, VM_POW_C1), r, VM_POW_C0);
+    double q = __builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(__builtin_fma(
+                   VM_POW_C5, r, VM_POW_C4), r, VM_POW_C3), r, VM_POW_C2), r, VM_POW_C1),
+                   r, VM_POW_C0);
     double l2 = __builtin_fma(r, q, y0);
     double t = (double)y * l2;
     t = t > 200.0 ? 200.0 : t;
@@ -1427,32 +1494,100 @@ VM_INLINE double vm_pow_t(float z, int32_t k, float y, double invc, double logc,
     return t - kd;
 }
 
-/* x^y from f, m's bits and the table entry of m & 15: |x|^y, its sign by
- * y's parity for a negative x, NaN if y is not an integer there. */
-VM_INLINE float vm_pow_finish(double f, uint64_t ki, uint64_t tab, float x, float y)
+/* r = |x|^y given the sign x^y takes: y's parity for a negative x, NaN
+ * if y is not an integer there. */
+VM_INLINE float vm_pow_sign(float r, float x, float y)
 {
-    uint64_t sbits = tab + (ki << 48);
-    double s;
-    memcpy(&s, &sbits, sizeof s);
-    double p = __builtin_fma(__builtin_fma(VM_POW_E3, f, VM_POW_E2), f, VM_POW_E1);
-    p = __builtin_fma(p, f, 1.0);
-    float r = (float)(p * s);
     int isint, odd;
     vm_pow_yclass(y, &isint, &odd);
     float neg = isint ? (odd ? -r : r) : NAN;
     return x < 0.0f ? neg : r;
 }
 
+/* |x|^y by the double form from f, m's bits and the table entry of m & 15. */
+VM_INLINE float vm_pow_finish(double f, uint64_t ki, uint64_t tab)
+{
+    uint64_t sbits = tab + (ki << 48);
+    double s;
+    memcpy(&s, &sbits, sizeof s);
+    double p = __builtin_fma(__builtin_fma(__builtin_fma(VM_POW_E4, f, VM_POW_E3), f,
+                                           VM_POW_E2), f, VM_POW_E1);
+    p = __builtin_fma(p, f, 1.0);
+    return (float)(p * s);
+}
+
+/* |x|^y by the double form, for the lanes the fast form leaves. */
+VM_INLINE float vm_pow_double_abs(float x, float y)
+{
+    float z;
+    int32_t k;
+    uint32_t i = vm_pow_reduce(x, &z, &k);
+    uint64_t ki;
+    double f = vm_pow_t(z, k, y, vm_pow_invc[i], vm_pow_logc[i], &ki);
+    return vm_pow_finish(f, ki, vm_pow_exp2_tab[ki & 15u]);
+}
+
+/* The fast form's t = th + tl = y log2 |x| from the reduction and the
+ * table entries of its subinterval; *ok: whether the fast form answers
+ * (|y| <= 64, t in [-125, 127)). Returns f, with m's bits in *kb. */
+VM_INLINE float vm_powf_t(float z, int32_t k, float y, float invc, float lh, float ll,
+                          uint32_t *kb, int *ok)
+{
+    float p = z * invc;
+    float pe = __builtin_fmaf(z, invc, -p); /* exact: z invc = p + pe */
+    float r = p - 1.0f;                     /* exact (Sterbenz) */
+    float s = (float)k + lh;                /* exact: lh has 16 fraction bits */
+    float ph = r * VM_POWF_C1H;
+    float pl = __builtin_fmaf(r, VM_POWF_C1H, -ph);
+    float q = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(
+                  VM_POWF_P5, r, VM_POWF_P4), r, VM_POWF_P3), r, VM_POWF_P2), r, VM_POWF_C1L);
+    float hi = s + ph;
+    float err = (s - hi) + ph; /* exact (Fast2Sum: |s| >= |ph| or s = 0) */
+    /* log2(1 + r + pe) = log2(1 + r) + pe C1 (1 - r) to within pe r^2 */
+    float w = __builtin_fmaf(-r, VM_POWF_C1H, VM_POWF_C1H);
+    float lo = __builtin_fmaf(pe, w, ll);
+    lo = lo + pl;
+    lo = __builtin_fmaf(r, q, lo);
+    lo = lo + err;
+    float th = y * hi;
+    float tl = __builtin_fmaf(y, hi, -th);
+    tl = __builtin_fmaf(y, lo, tl);
+    float ts = th + tl;
+    uint32_t ay;
+    memcpy(&ay, &y, sizeof ay);
+    *ok = (ay & 0x7fffffffu) <= VM_POWF_YMAX_BITS && ts >= -125.0f && ts < 127.0f;
+    float kd = ts + VM_POWF_SHIFT;
+    memcpy(kb, &kd, sizeof *kb);
+    float m = kd - VM_POWF_SHIFT;
+    return (th - m) + tl;
+}
+
+/* |x|^y by the fast form from f, m's bits and the table entries of m & 15. */
+VM_INLINE float vm_powf_finish(float f, uint32_t kb, float eh, float el)
+{
+    float q = __builtin_fmaf(__builtin_fmaf(VM_POWF_E3, f, VM_POWF_E2), f, VM_POWF_E1) * f;
+    float res = eh + __builtin_fmaf(eh, q, el);
+    uint32_t sb;
+    float shift = VM_POWF_SHIFT;
+    memcpy(&sb, &shift, sizeof sb);
+    /* m's integer part: the bits above the 4 of m & 15 (arithmetic
+     * shift), in [-125, 127] where the fast form answers. */
+    int32_t j = (int32_t)(kb - sb) >> 4;
+    j = j < -126 ? -126 : j > 127 ? 127 : j; /* elsewhere: no overflow below */
+    return res * pow2i_f32(j);
+}
+
 /* x^y of every float32 pair by blocks, each step a loop over the block
  * (the table reads on their own), then the lanes the fast form cannot do
- * recomputed by libm. The inputs are copied first: o may be a or b. */
+ * by the double form, and those neither can by libm. The inputs are copied
+ * first: o may be a or b. */
 VM_INLINE void pow_f32_n_portable(float *o, const float *a, const float *b, int64_t n)
 {
     float xa[VM_BLOCK], ya[VM_BLOCK], za[VM_BLOCK];
     int32_t ka[VM_BLOCK];
-    uint32_t ia[VM_BLOCK];
-    double inv[VM_BLOCK], lgc[VM_BLOCK], fa[VM_BLOCK];
-    uint64_t kia[VM_BLOCK], tba[VM_BLOCK];
+    uint32_t ia[VM_BLOCK], kba[VM_BLOCK];
+    float inv[VM_BLOCK], lha[VM_BLOCK], lla[VM_BLOCK], fa[VM_BLOCK], eha[VM_BLOCK], ela[VM_BLOCK];
+    int oka[VM_BLOCK];
     for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {
         int m = n - i0 < VM_BLOCK ? (int)(n - i0) : VM_BLOCK;
         memcpy(xa, a + i0, (size_t)m * sizeof(float));
@@ -1464,17 +1599,28 @@ VM_INLINE void pow_f32_n_portable(float *o, const float *a, const float *b, int6
             ia[j] = vm_pow_reduce(xa[j], &za[j], &ka[j]);
         }
         for (int j = 0; j < m; j++) {
-            inv[j] = vm_pow_invc[ia[j]];
-            lgc[j] = vm_pow_logc[ia[j]];
+            inv[j] = vm_powf_invc[ia[j]];
+            lha[j] = vm_powf_logc_hi[ia[j]];
+            lla[j] = vm_powf_logc_lo[ia[j]];
+        }
+        int all_ok = 1;
+        for (int j = 0; j < m; j++) {
+            fa[j] = vm_powf_t(za[j], ka[j], ya[j], inv[j], lha[j], lla[j], &kba[j], &oka[j]);
+            all_ok &= oka[j];
         }
         for (int j = 0; j < m; j++) {
-            fa[j] = vm_pow_t(za[j], ka[j], ya[j], inv[j], lgc[j], &kia[j]);
+            eha[j] = vm_powf_exp2_hi[kba[j] & 15u];
+            ela[j] = vm_powf_exp2_lo[kba[j] & 15u];
         }
         for (int j = 0; j < m; j++) {
-            tba[j] = vm_pow_exp2_tab[kia[j] & 15u];
+            ob[j] = vm_pow_sign(vm_powf_finish(fa[j], kba[j], eha[j], ela[j]), xa[j], ya[j]);
         }
-        for (int j = 0; j < m; j++) {
-            ob[j] = vm_pow_finish(fa[j], kia[j], tba[j], xa[j], ya[j]);
+        if (!all_ok) {
+            for (int j = 0; j < m; j++) {
+                if (!oka[j]) {
+                    ob[j] = vm_pow_sign(vm_pow_double_abs(xa[j], ya[j]), xa[j], ya[j]);
+                }
+            }
         }
         if (slow) {
             for (int j = 0; j < m; j++) {

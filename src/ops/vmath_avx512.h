@@ -57,7 +57,8 @@ VM_AVX512_INLINE __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
     __m512d logc = _mm512_permutex2var_pd(tabs[2], idx, tabs[3]);
     __m512d r = _mm512_fmsub_pd(z, invc, _mm512_set1_pd(1.0));
     __m512d y0 = _mm512_add_pd(logc, _mm512_cvtepi32_pd(k8));
-    __m512d q = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_C4), r, _mm512_set1_pd(VM_POW_C3));
+    __m512d q = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_C5), r, _mm512_set1_pd(VM_POW_C4));
+    q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C3));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C2));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C1));
     q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(VM_POW_C0));
@@ -77,23 +78,16 @@ VM_AVX512_INLINE __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
      * exponent's two, 7% of the time (bench/vmath_kernels.c). For
      * |t| <= 200 both make the same 2^(m/16); past it both give inf or 0. */
     __m512d s = _mm512_scalef_pd(_mm512_permutex2var_pd(tabs[4], ki, tabs[5]), kd);
-    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_E3), f, _mm512_set1_pd(VM_POW_E2));
+    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(VM_POW_E4), f, _mm512_set1_pd(VM_POW_E3));
+    p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(VM_POW_E2));
     p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(VM_POW_E1));
     p = _mm512_fmadd_pd(p, f, _mm512_set1_pd(1.0));
     return _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
 }
 
-/* x^y for 16 lanes as pow_f32_n_portable computes it; *slow gets
- * vm_pow_needs_slow's lanes. */
-VM_AVX512_INLINE __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
-                                    __mmask16 *slow)
+/* |x|^y by the double form for 16 lanes, from |x|'s bits. */
+VM_AVX512_INLINE __m512 vm_pow_double_abs_ps16(__m512i ax, __m512 y, const __m512d *tabs)
 {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
-    __m512i ay_bits = _mm512_and_si512(_mm512_castps_si512(y), abs_mask);
-    *slow = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(0x00800000)),
-                                    _mm512_set1_epi32(0x7f000000)) |
-            _mm512_cmpge_epu32_mask(ay_bits, _mm512_set1_epi32(0x7f800000));
     __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
     __m512i i = _mm512_and_si512(_mm512_srli_epi32(tmp, 19), _mm512_set1_epi32(15));
     __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
@@ -104,13 +98,64 @@ VM_AVX512_INLINE __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
     __m256 hi = vm_pow_abs_pd8(_mm512_extractf32x8_ps(z, 1), _mm512_extracti32x8_epi32(k, 1),
                                _mm512_extracti32x8_epi32(i, 1), _mm512_extractf32x8_ps(y, 1),
                                tabs);
-    __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-    __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-    if (!xneg) {
-        return r; /* the sign rules below change only negative bases */
-    }
-    /* vm_pow_yclass: the same float steps. */
-    __m512 ay = _mm512_castsi512_ps(ay_bits);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* |x|^y by the fast form for 16 lanes (vm_powf_t and vm_powf_finish: the
+ * same steps), from |x|'s and |y|'s bits; *ok gets the lanes it answers.
+ * The tables T: invc, log2 c's two parts, 2^(i/16)'s two parts. */
+VM_AVX512_INLINE __m512 vm_powf_abs_ps16(__m512i ax, __m512i ay_bits, __m512 y,
+                                         const __m512 *T, __mmask16 *ok)
+{
+    const __m512 c1h = _mm512_set1_ps(VM_POWF_C1H);
+    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
+    __m512i i = _mm512_srli_epi32(tmp, 19); /* the permutes read its low 4 bits */
+    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
+    __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
+    __m512 kf = _mm512_cvtepi32_ps(_mm512_srai_epi32(top, 23));
+    __m512 invc = _mm512_permutexvar_ps(i, T[0]);
+    __m512 p = _mm512_mul_ps(z, invc);
+    __m512 pe = _mm512_fmsub_ps(z, invc, p);
+    __m512 r = _mm512_sub_ps(p, _mm512_set1_ps(1.0f));
+    __m512 s = _mm512_add_ps(kf, _mm512_permutexvar_ps(i, T[1]));
+    __m512 ph = _mm512_mul_ps(r, c1h);
+    __m512 pl = _mm512_fmsub_ps(r, c1h, ph);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(VM_POWF_P5), r, _mm512_set1_ps(VM_POWF_P4));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(VM_POWF_P3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(VM_POWF_P2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(VM_POWF_C1L));
+    __m512 hi = _mm512_add_ps(s, ph);
+    __m512 err = _mm512_add_ps(_mm512_sub_ps(s, hi), ph);
+    __m512 w = _mm512_fnmadd_ps(r, c1h, c1h);
+    __m512 lo = _mm512_fmadd_ps(pe, w, _mm512_permutexvar_ps(i, T[2]));
+    lo = _mm512_add_ps(lo, pl);
+    lo = _mm512_fmadd_ps(r, q, lo);
+    lo = _mm512_add_ps(lo, err);
+    __m512 th = _mm512_mul_ps(y, hi);
+    __m512 tl = _mm512_fmsub_ps(y, hi, th);
+    tl = _mm512_fmadd_ps(y, lo, tl);
+    __m512 ts = _mm512_add_ps(th, tl);
+    *ok = _mm512_cmple_epu32_mask(ay_bits, _mm512_set1_epi32((int)VM_POWF_YMAX_BITS));
+    *ok = _mm512_mask_cmp_ps_mask(*ok, ts, _mm512_set1_ps(-125.0f), _CMP_GE_OQ);
+    *ok = _mm512_mask_cmp_ps_mask(*ok, ts, _mm512_set1_ps(127.0f), _CMP_LT_OQ);
+    const __m512 shift = _mm512_set1_ps(VM_POWF_SHIFT);
+    __m512 kd = _mm512_add_ps(ts, shift);
+    __m512 m = _mm512_sub_ps(kd, shift);
+    __m512 f = _mm512_add_ps(_mm512_sub_ps(th, m), tl);
+    __m512i kb = _mm512_castps_si512(kd);
+    __m512 eh = _mm512_permutexvar_ps(kb, T[3]);
+    __m512 e = _mm512_fmadd_ps(_mm512_set1_ps(VM_POWF_E3), f, _mm512_set1_ps(VM_POWF_E2));
+    e = _mm512_mul_ps(_mm512_fmadd_ps(e, f, _mm512_set1_ps(VM_POWF_E1)), f);
+    __m512 res = _mm512_add_ps(eh, _mm512_fmadd_ps(eh, e, _mm512_permutexvar_ps(kb, T[4])));
+    /* res 2^floor(m): exact where the form answers (m in [-125, 127]) */
+    return _mm512_scalef_ps(res, m);
+}
+
+/* vm_pow_sign for 16 lanes, xneg the lanes where x < 0 (vm_pow_yclass:
+ * the same float steps). */
+VM_AVX512_INLINE __m512 vm_pow_sign_ps16(__m512 r, __m512 y, __mmask16 xneg)
+{
+    __m512 ay = vm_abs_ps(y);
     const __m512 two23 = _mm512_set1_ps(0x1p23f);
     __mmask16 below23 = _mm512_cmp_ps_mask(ay, two23, _CMP_LT_OQ);
     __m512 sh = _mm512_mask_add_ps(ay, below23, ay, two23);
@@ -128,6 +173,9 @@ VM_AVX512_INLINE __m512 vm_pow_ps16(__m512 x, __m512 y, const __m512d *tabs,
 VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const float *b,
                                               int64_t n)
 {
+    __m512 T[5] = {_mm512_loadu_ps(vm_powf_invc), _mm512_loadu_ps(vm_powf_logc_hi),
+                   _mm512_loadu_ps(vm_powf_logc_lo), _mm512_loadu_ps(vm_powf_exp2_hi),
+                   _mm512_loadu_ps(vm_powf_exp2_lo)};
     __m512d tabs[6];
     for (int h = 0; h < 2; h++) {
         tabs[h] = _mm512_loadu_pd(vm_pow_invc + 8 * h);
@@ -139,12 +187,27 @@ VM_TARGET_AVX512 static void pow_f32_n_avx512(float *o, const float *a, const fl
         tabs[4 + h] = _mm512_castsi512_pd(
             _mm512_add_epi64(_mm512_loadu_si512(vm_pow_exp2_tab + 8 * h), i48));
     }
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
         __m512 x = _mm512_maskz_loadu_ps(m, a + i);
         __m512 y = _mm512_maskz_loadu_ps(m, b + i);
-        __mmask16 slow;
-        __m512 r = vm_pow_ps16(x, y, tabs, &slow);
+        __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), abs_mask);
+        __m512i ay_bits = _mm512_and_si512(_mm512_castps_si512(y), abs_mask);
+        /* vm_pow_needs_slow */
+        __mmask16 slow = _mm512_cmpge_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(0x00800000)),
+                                                 _mm512_set1_epi32(0x7f000000)) |
+                         _mm512_cmpge_epu32_mask(ay_bits, _mm512_set1_epi32(0x7f800000));
+        __mmask16 ok;
+        __m512 r = vm_powf_abs_ps16(ax, ay_bits, y, T, &ok);
+        __mmask16 dbl = (__mmask16)~ok & (__mmask16)~slow & m;
+        if (dbl) {
+            r = _mm512_mask_mov_ps(r, dbl, vm_pow_double_abs_ps16(ax, y, tabs));
+        }
+        __mmask16 xneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        if (xneg) { /* the sign rules change only negative bases */
+            r = vm_pow_sign_ps16(r, y, xneg);
+        }
         _mm512_mask_storeu_ps(o + i, m, r);
         slow &= m;
         if (slow) {
