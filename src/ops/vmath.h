@@ -1320,9 +1320,9 @@ VM_INLINE float logaddexp_f32(float x, float y)
  * invc - 1 (|r| < 0.03); the interval around 1 has invc = 1, so that r is
  * exact there and log2 |x| keeps its relative precision near 1.
  *
- * The fast form, for |y| <= 64 and t = y log2 |x| in [-125, 127) (results
- * normal or overflowing, y small enough that log2 |x|'s error of 2^-32
- * stays below 2^-26 in t): z invc = p + pe exactly (one fused step) and
+ * The fast form, for |y| <= 32 and t = y log2 |x| in [-125, 127) (results
+ * normal or overflowing; log2 |x|'s error, about 2^-34, then moves t by
+ * at most 2^-29, and y up to 64 gave 0.616 ulp): z invc = p + pe exactly (one fused step) and
  * r = p - 1 exactly; log2 |x| = hi + lo with hi = k + log2 c + r C1 (the
  * table's log2 c has 16 fraction bits, so the sum with k is exact; Fast2Sum
  * keeps hi's rounding), and lo the rest: C1's low part, pe's term, log2 c's
@@ -1347,8 +1347,10 @@ VM_INLINE float logaddexp_f32(float x, float y)
  * (inf), the subnormal results and underflow (0) correctly rounded (the
  * AVX-512 form needs no clamp: its scalef saturates to inf or 0).
  *
- * Within 0.6 ulp: 0.589 measured where the fast form answers, 0.501 where
- * the double form does (30 million pairs, test_vmath's kinds). Finite nonzero normal x and finite y take these
+ * Within 0.6 ulp: 0.578 measured where the fast form answers, 0.501 where
+ * the double form does (a billion pairs of test_vmath's kinds and of x
+ * near 1, of either sign to integer y and of any normal x to |y| between
+ * 2^-31 and 2^6). Finite nonzero normal x and finite y take these
  * forms; negative x gives NaN unless y is an integer, which sets the sign
  * by its parity. Zero, subnormal, infinite and NaN x and infinite and NaN y
  * (C99's special cases, rare in practice) go to libm's powf, lane by lane,
@@ -1430,7 +1432,7 @@ static const float vm_powf_exp2_lo[16] = {
 #define VM_POWF_E2 0x1.ebfff8p-3f
 #define VM_POWF_E3 0x1.c6b46ep-5f
 #define VM_POWF_SHIFT 0x1.8p19f /* adding it rounds to a multiple of 1/16 */
-#define VM_POWF_YMAX_BITS 0x42800000u /* 64.0f */
+#define VM_POWF_YMAX_BITS 0x42000000u /* 32.0f */
 
 /* 1 where the fast form cannot answer: x zero, subnormal, infinite or NaN,
  * y infinite or NaN. */
@@ -1529,7 +1531,7 @@ VM_INLINE float vm_pow_double_abs(float x, float y)
 
 /* The fast form's t = th + tl = y log2 |x| from the reduction and the
  * table entries of its subinterval; *ok: whether the fast form answers
- * (|y| <= 64, t in [-125, 127)). Returns f, with m's bits in *kb. */
+ * (|y| <= 32, t in [-125, 127)). Returns f, with m's bits in *kb. */
 VM_INLINE float vm_powf_t(float z, int32_t k, float y, float invc, float lh, float ll,
                           uint32_t *kb, int *ok)
 {
