@@ -839,6 +839,54 @@ static void test_pow_square_and_scalar_blocks(void)
     free(e);
 }
 
+/* x ** 0.5, x ** -1 and x ** 1 (every exponent of the run the same) take
+ * a root, a quotient and a copy, with pow's special values: +0 for -0 **
+ * 0.5 and +inf for -inf ** 0.5, where a root gives -0 and NaN. In float32
+ * and float64. */
+static float root_want_f32(float x)
+{
+    return x == -INFINITY ? INFINITY : x == 0.0f ? 0.0f : sqrtf(x);
+}
+
+static void test_pow_constant_exponents(void)
+{
+    enum { N = 4099 }; /* several buffered blocks, no multiple of 16 */
+    static float x[N], y[N];
+    static double xd[N], yd[N];
+    const float specials[] = {-0.0f, 0.0f, -INFINITY, INFINITY, NAN, -2.0f, 1e-40f, 3.0e38f};
+    for (int i = 0; i < N; i++) {
+        x[i] = i < 8 ? specials[i] : ((float)(i % 193) - 60.0f) * 0.731f;
+        xd[i] = (double)x[i];
+    }
+    const double exps[] = {0.5, -1.0, 1.0};
+    for (int k = 0; k < 3; k++) {
+        ev_tensor *t, *c, *r, *td, *cd, *rd;
+        CHECK_OK(ev_from_host(&EX, EV_FLOAT32, 1, SHAPE(N), x, &t));
+        CHECK_OK(ev_full(&EX, EV_FLOAT32, 0, NULL, ev_scalar_float(exps[k]), &c));
+        CHECK_OK(ev_pow(&EX, t, c, &r));
+        CHECK_OK(ev_to_host(&EX, r, y));
+        CHECK_OK(ev_from_host(&EX, EV_FLOAT64, 1, SHAPE(N), xd, &td));
+        CHECK_OK(ev_full(&EX, EV_FLOAT64, 0, NULL, ev_scalar_float(exps[k]), &cd));
+        CHECK_OK(ev_pow(&EX, td, cd, &rd));
+        CHECK_OK(ev_to_host(&EX, rd, yd));
+        for (int i = 0; i < N; i++) {
+            float want = k == 0 ? root_want_f32(x[i]) : k == 1 ? 1.0f / x[i] : x[i];
+            double rootd = xd[i] == -INFINITY ? INFINITY : xd[i] == 0.0 ? 0.0 : sqrt(xd[i]);
+            double wantd = k == 0 ? rootd : k == 1 ? 1.0 / xd[i] : xd[i];
+            if (!(isnan(want) ? isnan(y[i]) : memcmp(&y[i], &want, sizeof want) == 0) ||
+                !(isnan(wantd) ? isnan(yd[i]) : memcmp(&yd[i], &wantd, sizeof wantd) == 0)) {
+                EV_CHECK_FAIL_("pow(%a, %g) = %a / %a, want %a / %a", (double)x[i], exps[k],
+                               (double)y[i], yd[i], (double)want, wantd);
+                break;
+            }
+        }
+        ev_tensor *objs[] = {t, c, r, td, cd, rd};
+        for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) {
+            ev_tensor_unref(objs[i]);
+        }
+    }
+}
+
 int main(void)
 {
     test_setup();
@@ -854,6 +902,7 @@ int main(void)
     RUN_TEST(test_exp_float32_accuracy);
     RUN_TEST(test_log_tanh_float32_accuracy);
     RUN_TEST(test_pow_square_and_scalar_blocks);
+    RUN_TEST(test_pow_constant_exponents);
     test_teardown();
     return 0;
 }
