@@ -350,17 +350,10 @@ BIN_LOOP(pow_general_float64, double, double, POW_F64(double, f64))
     {                                                                                   \
         const T *b = in[1];                                                             \
         T c = n > 0 ? b[0] : (T)0;                                                      \
-        if (n > 0 && (c == 2 || c == (T)0.5 || c == -1 || c == 1) &&                    \
-            all_same_##SUF(b, n)) {                                                     \
-            if (c == 2) {                                                               \
-                square_##SUF(out_, in, n, ctx);                                         \
-            } else if (c == (T)0.5) {                                                   \
-                root_##SUF(out_, in, n, ctx);                                           \
-            } else if (c == -1) {                                                       \
-                reciprocal_##SUF(out_, in, n, ctx);                                     \
-            } else {                                                                    \
-                identity_##SUF(out_, in, n, ctx);                                       \
-            }                                                                           \
+        ev__loop_fn fast = c == 2 ? square_##SUF : c == (T)0.5 ? root_##SUF             \
+                         : c == -1 ? reciprocal_##SUF : c == 1 ? identity_##SUF : NULL; \
+        if (fast && all_same_##SUF(b, n)) {                                             \
+            fast(out_, in, n, ctx);                                                     \
         } else {                                                                        \
             pow_general_##SUF(out_, in, n, ctx);                                        \
         }                                                                               \

@@ -85,14 +85,23 @@ VM_AVX512_INLINE __m256 vm_pow_abs_pd8(__m256 z8, __m256i k8, __m256i i8,
     return _mm512_cvtpd_ps(_mm512_mul_pd(p, s));
 }
 
+/* vm_pow_reduce for 16 lanes from |x|'s bits: returns the subinterval in
+ * each lane's low 4 bits (all the permutes read), z and k. */
+VM_AVX512_INLINE __m512i vm_pow_reduce_ps16(__m512i ax, __m512 *z, __m512i *k)
+{
+    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
+    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
+    *z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
+    *k = _mm512_srai_epi32(top, 23);
+    return _mm512_srli_epi32(tmp, 19);
+}
+
 /* |x|^y by the double form for 16 lanes, from |x|'s bits. */
 VM_AVX512_INLINE __m512 vm_pow_double_abs_ps16(__m512i ax, __m512 y, const __m512d *tabs)
 {
-    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
-    __m512i i = _mm512_and_si512(_mm512_srli_epi32(tmp, 19), _mm512_set1_epi32(15));
-    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
-    __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
-    __m512i k = _mm512_srai_epi32(top, 23);
+    __m512 z;
+    __m512i k;
+    __m512i i = vm_pow_reduce_ps16(ax, &z, &k);
     __m256 lo = vm_pow_abs_pd8(_mm512_castps512_ps256(z), _mm512_castsi512_si256(k),
                                _mm512_castsi512_si256(i), _mm512_castps512_ps256(y), tabs);
     __m256 hi = vm_pow_abs_pd8(_mm512_extractf32x8_ps(z, 1), _mm512_extracti32x8_epi32(k, 1),
@@ -108,11 +117,10 @@ VM_AVX512_INLINE __m512 vm_powf_abs_ps16(__m512i ax, __m512i ay_bits, __m512 y,
                                          const __m512 *T, __mmask16 *ok)
 {
     const __m512 c1h = _mm512_set1_ps(VM_POWF_C1H);
-    __m512i tmp = _mm512_sub_epi32(ax, _mm512_set1_epi32((int)VM_POW_OFF));
-    __m512i i = _mm512_srli_epi32(tmp, 19); /* the permutes read its low 4 bits */
-    __m512i top = _mm512_and_si512(tmp, _mm512_set1_epi32((int)0xff800000u));
-    __m512 z = _mm512_castsi512_ps(_mm512_sub_epi32(ax, top));
-    __m512 kf = _mm512_cvtepi32_ps(_mm512_srai_epi32(top, 23));
+    __m512 z;
+    __m512i k;
+    __m512i i = vm_pow_reduce_ps16(ax, &z, &k);
+    __m512 kf = _mm512_cvtepi32_ps(k);
     __m512 invc = _mm512_permutexvar_ps(i, T[0]);
     __m512 p = _mm512_mul_ps(z, invc);
     __m512 pe = _mm512_fmsub_ps(z, invc, p);
